@@ -1,0 +1,91 @@
+"""Sanity checks before anything is created: binaries, libraries, GPUs, ports, paths."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+from typing import List, Optional
+
+from provisioner.config.types import ClusterSpec
+from provisioner.errors import PrerequisiteError, UsageError
+from provisioner.paths import ClusterLayout
+from provisioner.ports import check_ports_free
+
+REQUIRED_BINARIES = {
+    "munged": "munge",
+    "slurmctld": "slurmctld",
+    "slurmd": "slurmd",
+    "sinfo": "slurm-client",
+    "scontrol": "slurm-client",
+    "srun": "slurm-client",
+}
+NSS_WRAPPER_CANDIDATES = [
+    "/usr/lib/x86_64-linux-gnu/libnss_wrapper.so",
+    "/usr/lib/aarch64-linux-gnu/libnss_wrapper.so",
+    "/usr/lib64/libnss_wrapper.so",
+    "/usr/lib/libnss_wrapper.so",
+]
+SOCKET_PATH_MAX = 107  # sun_path is 108 bytes with the trailing NUL
+
+
+def find_binary(name: str) -> Optional[str]:
+    return shutil.which(name) or next(
+        (p for p in (f"/usr/sbin/{name}", f"/sbin/{name}") if os.access(p, os.X_OK)), None)
+
+
+def check_binaries() -> None:
+    missing = [b for b in REQUIRED_BINARIES if not find_binary(b)]
+    if missing:
+        pkgs = " ".join(sorted({REQUIRED_BINARIES[b] for b in missing}))
+        raise PrerequisiteError(f"missing program(s): {', '.join(missing)}",
+                                f"run 'make setup' or 'sudo apt-get install {pkgs}'")
+
+
+def find_nss_wrapper() -> str:
+    for cand in NSS_WRAPPER_CANDIDATES:
+        if os.path.exists(cand):
+            return cand
+    raise PrerequisiteError("libnss_wrapper.so not found (needed so node names resolve inside jobs)",
+                            "run 'make setup' or 'sudo apt-get install libnss-wrapper'")
+
+
+def check_gpus(spec: ClusterSpec, dev_dir: Path = Path("/dev")) -> None:
+    if spec.fake_gpus:
+        return
+    for node in spec.nodes:
+        for gpu in node.gpus:
+            path = dev_dir / f"nvidia{gpu}"
+            try:
+                is_char = stat.S_ISCHR(path.stat().st_mode)
+            except OSError:
+                is_char = False
+            if not is_char:
+                raise UsageError(f"GPU {gpu} not found ({path} is not a character device)",
+                                 "list GPUs that exist (nvidia-smi -L), or add --fake-gpus to simulate them")
+
+
+def check_paths(layout: ClusterLayout) -> None:
+    sock = str(layout.munge_socket)
+    if len(sock.encode()) > SOCKET_PATH_MAX:
+        raise UsageError(f"cluster directory path is too long for a unix socket ({len(sock)} > "
+                         f"{SOCKET_PATH_MAX} characters): {layout.root}",
+                         "set SIMCLUSTER_HOME to a shorter directory")
+
+
+def explicit_ports(spec: ClusterSpec) -> List[int]:
+    ports = [n.port for n in spec.nodes if n.port]
+    if spec.controller_port:
+        ports.append(spec.controller_port)
+    return ports
+
+
+def run_preflight(spec: ClusterSpec, layout: ClusterLayout) -> str:
+    """Run every check; return the libnss_wrapper path to use."""
+    check_binaries()
+    nss = find_nss_wrapper()
+    check_gpus(spec)
+    check_paths(layout)
+    check_ports_free(explicit_ports(spec))
+    return nss

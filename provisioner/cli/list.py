@@ -1,0 +1,24 @@
+"""`simcluster list`: clusters on this machine."""
+
+from __future__ import annotations
+
+import click
+
+from provisioner.cli.common import echo_json
+from provisioner.providers import get_provider
+
+
+@click.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def command(as_json):
+    """List the clusters under $SIMCLUSTER_HOME with their status."""
+    clusters = get_provider("local").list_clusters()
+    if as_json:
+        echo_json(clusters)
+        return
+    if not clusters:
+        click.echo("no clusters (create one with 'simcluster up')")
+        return
+    click.echo(f"{'NAME':<20} {'BACKEND':<8} {'NODES':>5}  STATUS")
+    for c in clusters:
+        click.echo(f"{c['name']:<20} {c['backend']:<8} {c['nodes']:>5}  {c['status']}")

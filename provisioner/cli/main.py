@@ -1,0 +1,79 @@
+"""Entry point: the `simcluster` group, and the one place errors become exit codes."""
+
+from __future__ import annotations
+
+import sys
+import traceback
+
+import click
+
+from provisioner import __version__
+from provisioner.errors import SimclusterError
+
+COMMANDS = ["up", "down", "status", "list", "env", "exec", "render", "export_logs"]
+
+
+class _Group(click.Group):
+    """Turns SimclusterError into one line + exit code; a traceback only with -v."""
+
+    def invoke(self, ctx: click.Context):
+        try:
+            return super().invoke(ctx)
+        except SimclusterError as exc:
+            verbose = bool(ctx.obj and ctx.obj.get("verbose"))
+            if verbose:
+                traceback.print_exc()
+            click.echo(f"error: {exc.one_line()}", err=True)
+            if exc.details:
+                click.echo(exc.details, err=True)
+            ctx.exit(exc.exit_code)
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and more detail on errors.")
+@click.version_option(__version__, prog_name="simcluster")
+@click.pass_context
+def cli(ctx: click.Context, verbose: bool) -> None:
+    """simcluster: a real multi-node Slurm cluster on this machine.
+
+    \b
+    Quick start:
+      simcluster up --nodes 2 --fake-gpus 2     # 2 virtual nodes, one (fake) GPU each
+      eval "$(simcluster env)"; sinfo; srun -N2 hostname
+      simcluster status
+      simcluster down
+
+    State lives in $SIMCLUSTER_HOME (default ~/.local/state/simcluster/<name>).
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["verbose"] = verbose
+
+
+def _register() -> None:
+    import importlib
+    for name in COMMANDS:
+        module = importlib.import_module(f"provisioner.cli.{name}")
+        cli.add_command(module.command)
+
+
+_register()
+
+
+def main() -> None:
+    """Run the CLI; bad flags also end in one line (click would print three)."""
+    try:
+        rv = cli.main(prog_name="simcluster", standalone_mode=False)
+    except click.UsageError as exc:
+        cmd = exc.ctx.command_path if exc.ctx else "simcluster"
+        click.echo(f"error: {exc.format_message()} (see '{cmd} --help')", err=True)
+        sys.exit(exc.exit_code)
+    except click.ClickException as exc:
+        click.echo(f"error: {exc.format_message()}", err=True)
+        sys.exit(exc.exit_code)
+    except click.Abort:
+        click.echo("aborted", err=True)
+        sys.exit(1)
+    except KeyboardInterrupt:  # pragma: no cover - interactive
+        click.echo("interrupted", err=True)
+        sys.exit(130)
+    sys.exit(rv if isinstance(rv, int) else 0)

@@ -1,0 +1,42 @@
+"""`simcluster status`: nodes, states, GPUs, daemons; exit 1 when unhealthy."""
+
+from __future__ import annotations
+
+import click
+
+from provisioner.cli.common import echo_json, name_option
+from provisioner.providers import get_provider
+
+
+def _fmt_mem(mb: int) -> str:
+    return f"{mb // 1024}G" if mb >= 10240 and mb % 1024 == 0 else f"{mb}M"
+
+
+@click.command("status")
+@name_option
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.pass_context
+def command(ctx, name, as_json):
+    """Show a cluster's nodes (state, GPUs, CPUs, memory) and whether its daemons live.
+
+    Exits 0 when every daemon runs and every node is ready, 1 otherwise.
+    """
+    st = get_provider("local").status(name)
+    if as_json:
+        echo_json(st)
+    else:
+        alive = lambda ok: "alive" if ok else "DEAD"
+        c = st["controller"]
+        click.echo(f"cluster {st['name']} ({st['backend']}): {'healthy' if st['healthy'] else 'UNHEALTHY'}"
+                   f"  [{st['phase']}]")
+        click.echo(f"  slurmctld {alive(c['alive'])} on port {c['port']}"
+                   f"{'' if c['responding'] or not c['alive'] else ' (not responding)'};"
+                   f"  munged {alive(st['munged']['alive'])}")
+        click.echo(f"  state: {st['state_dir']}")
+        gpu_hdr = "GPUS(fake)" if st["fake_gpus"] else "GPUS"
+        click.echo(f"  {'NODE':<14} {'STATE':<12} {'CPUS':>5} {'MEMORY':>8}  {gpu_hdr:<10} {'PORT':>5}  SLURMD  REASON")
+        for n in st["nodes"]:
+            gpus = ",".join(map(str, n["gpus"])) or "-"
+            click.echo(f"  {n['name']:<14} {n['state']:<12} {n['cpus']:>5} {_fmt_mem(n['memory_mb']):>8}  "
+                       f"{gpus:<10} {n['port']:>5}  {alive(n['slurmd_alive']):<6}  {n['reason']}")
+    ctx.exit(0 if st["healthy"] else 1)

@@ -1,0 +1,59 @@
+"""Load a cluster spec from a YAML file and/or command-line flags (flags win)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+import yaml
+
+from provisioner.config.types import ClusterSpec
+from provisioner.config.validate import validate
+from provisioner.errors import ConfigError, UsageError
+
+
+def host_cpus() -> int:
+    return os.cpu_count() or 1
+
+
+def host_memory_mb() -> int:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return 1024
+
+
+def read_yaml(path: str) -> Dict[str, Any]:
+    """Read a spec file; a missing file or YAML syntax error is one clear line."""
+    p = Path(path)
+    if not p.is_file():
+        raise UsageError(f"config file {path} does not exist", "check the path given to --config")
+    try:
+        data = yaml.safe_load(p.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
+        raise UsageError(f"{path} is not valid YAML{where}: {problem}") from None
+    if data is None:
+        raise ConfigError(["the file is empty"], source=str(path))
+    if not isinstance(data, dict):
+        raise ConfigError([f"expected a mapping at the top level, got {type(data).__name__}"], source=str(path))
+    return data
+
+
+def load_spec(config_path: Optional[str] = None, overrides: Optional[Dict[str, Any]] = None,
+              cpus: Optional[int] = None, memory_mb: Optional[int] = None) -> ClusterSpec:
+    """Build a ClusterSpec: YAML file (if any), then flag overrides, then defaults."""
+    raw: Dict[str, Any] = read_yaml(config_path) if config_path else {}
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            raw[key] = value
+    source = str(config_path) if config_path else "cluster spec"
+    return validate(raw, host_cpus=cpus or host_cpus(), host_memory_mb=memory_mb or host_memory_mb(),
+                    source=source)

@@ -1,0 +1,90 @@
+"""Where a cluster's files live: one directory per cluster under $SIMCLUSTER_HOME."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def simcluster_home() -> Path:
+    """Root of all clusters' state: $SIMCLUSTER_HOME, else ~/.local/state/simcluster."""
+    env = os.environ.get("SIMCLUSTER_HOME")
+    if env:
+        return Path(env).expanduser().resolve()
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+    return Path(base).resolve() / "simcluster"
+
+
+def templates_dir() -> Path:
+    """configs/templates: the one source of Slurm config text."""
+    env = os.environ.get("SIMCLUSTER_TEMPLATES")
+    return Path(env) if env else REPO_ROOT / "configs" / "templates"
+
+
+@dataclass(frozen=True)
+class ClusterLayout:
+    """Every path of one cluster, derived from its directory."""
+
+    root: Path
+
+    @classmethod
+    def for_name(cls, name: str) -> "ClusterLayout":
+        return cls(simcluster_home() / name)
+
+    @property
+    def state_file(self) -> Path:
+        return self.root / "state.json"
+
+    @property
+    def etc(self) -> Path:
+        return self.root / "etc"
+
+    @property
+    def slurm_conf(self) -> Path:
+        return self.etc / "slurm.conf"
+
+    @property
+    def task_prolog(self) -> Path:
+        return self.etc / "task_prolog.sh"
+
+    @property
+    def hosts_file(self) -> Path:
+        return self.etc / "hosts"
+
+    @property
+    def munge_dir(self) -> Path:
+        return self.root / "munge"
+
+    @property
+    def munge_key(self) -> Path:
+        return self.munge_dir / "munge.key"
+
+    @property
+    def munge_socket(self) -> Path:
+        return self.munge_dir / "munge.socket"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "log"
+
+    @property
+    def run(self) -> Path:
+        return self.root / "run"
+
+    @property
+    def spool(self) -> Path:
+        return self.root / "spool"
+
+    @property
+    def state_save(self) -> Path:
+        return self.root / "slurmctld"
+
+    @property
+    def dev(self) -> Path:
+        return self.root / "dev"
+
+    def daemon_log(self, daemon: str) -> Path:
+        return self.log / f"{daemon}.log"

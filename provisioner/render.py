@@ -1,0 +1,128 @@
+"""Render a cluster's Slurm configs from configs/templates (Jinja2, StrictUndefined).
+
+The same templates serve the local backend and the Ansible roles; this module only
+builds the template context from a ClusterSpec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import jinja2
+
+from provisioner.config.types import ClusterSpec
+from provisioner.paths import ClusterLayout, templates_dir
+
+TEMPLATES = {
+    "slurm.conf": "slurm.conf.j2",
+    "gres.conf": "gres.conf.j2",
+    "cgroup.conf": "cgroup.conf.j2",
+    "task_prolog.sh": "task_prolog.sh.j2",
+}
+
+# Ports used when nothing is running yet (`simcluster render`): Slurm's defaults.
+DEFAULT_CONTROLLER_PORT = 6817
+DEFAULT_FIRST_NODE_PORT = 6818
+
+
+@dataclass
+class RenderInputs:
+    """Facts about where the cluster runs that are not part of the spec."""
+
+    layout: ClusterLayout
+    hostname: str
+    slurm_user: str
+    controller_port: int
+    node_ports: Dict[str, int]
+    node_addr: str = "127.0.0.1"
+    nss_wrapper_lib: Optional[str] = None
+    extra_context: Dict = field(default_factory=dict)
+
+
+def default_ports(spec: ClusterSpec) -> Dict[str, int]:
+    """Deterministic node ports for rendering without a running cluster."""
+    return {n.name: n.port or DEFAULT_FIRST_NODE_PORT + i for i, n in enumerate(spec.nodes)}
+
+
+def _environment() -> jinja2.Environment:
+    return jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(templates_dir())),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+
+
+def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
+    layout = inputs.layout
+    nodes: List[Dict] = [
+        {
+            "name": n.name,
+            "hostname": inputs.hostname,
+            "addr": inputs.node_addr,
+            "port": inputs.node_ports[n.name],
+            "cpus": n.cpus,
+            "memory": n.memory,
+            "gpus": list(n.gpus),
+        }
+        for n in spec.nodes
+    ]
+    def_mem = max(1, min(n.memory // n.cpus for n in spec.nodes)) if spec.nodes else 1
+    ctx = {
+        "cluster_name": spec.name,
+        "controller": {"hostname": inputs.hostname, "addr": inputs.node_addr,
+                       "port": inputs.controller_port},
+        "slurm_user": inputs.slurm_user,
+        "slurmd_user": inputs.slurm_user,
+        "munge_socket": str(layout.munge_socket),
+        "paths": {"state_save": str(layout.state_save), "spool": str(layout.spool),
+                  "run": str(layout.run), "log": str(layout.log)},
+        "proctrack_type": "proctrack/linuxproc",
+        "task_plugin": "task/none",
+        "task_prolog": str(layout.task_prolog),
+        "def_mem_per_cpu": def_mem,
+        "config_overrides": True,
+        "nodes": nodes,
+        "partitions": [{"name": p.name, "nodes": list(p.nodes), "default": p.default,
+                        "max_time": p.max_time} for p in spec.partitions],
+        "extra_lines": list(spec.slurm_conf_extra),
+        "gpu_device_dir": str(layout.dev) if spec.fake_gpus else "/dev",
+        "hosts_file": str(layout.hosts_file) if inputs.nss_wrapper_lib else "",
+        "nss_wrapper_lib": inputs.nss_wrapper_lib or "",
+        "state_dir": str(layout.root),
+    }
+    ctx.update(inputs.extra_context)
+    return ctx
+
+
+def render_all(spec: ClusterSpec, inputs: RenderInputs) -> Dict[str, str]:
+    """Return {file name: text} for every config file of the cluster."""
+    env = _environment()
+    ctx = build_context(spec, inputs)
+    return {out: env.get_template(tpl).render(**ctx) for out, tpl in TEMPLATES.items()}
+
+
+def render_hosts_file(spec: ClusterSpec, addr: str = "127.0.0.1",
+                      system_hosts: Path = Path("/etc/hosts")) -> str:
+    """The cluster's hosts file for libnss_wrapper: node names first, then the system's."""
+    lines = [f"{addr} {n.name}" for n in spec.nodes]
+    try:
+        system = system_hosts.read_text()
+    except OSError:
+        system = "127.0.0.1 localhost\n"
+    return "\n".join(lines) + "\n" + system
+
+
+def write_files(files: Dict[str, str], out_dir: Path) -> List[Path]:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, text in files.items():
+        path = out_dir / name
+        path.write_text(text)
+        if name.endswith(".sh"):
+            path.chmod(0o755)
+        written.append(path)
+    return written

@@ -1,0 +1,112 @@
+"""The per-cluster state file (state.json): what was started, with which ports and pids.
+
+Written atomically (temp file + rename) so a crash never leaves half a file behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional
+
+from provisioner.config.types import ClusterSpec
+from provisioner.paths import ClusterLayout, simcluster_home
+
+STATE_VERSION = 1
+
+
+@dataclass
+class ClusterState:
+    name: str
+    backend: str
+    spec: Dict
+    root: str
+    hostname: str
+    user: str
+    controller_port: int
+    node_ports: Dict[str, int]
+    pids: Dict[str, int] = field(default_factory=dict)  # "munged", "slurmctld", "slurmd:<node>"
+    phase: str = "starting"  # starting -> running
+    created: float = field(default_factory=time.time)
+    nss_wrapper_lib: Optional[str] = None
+    version: int = STATE_VERSION
+
+    @property
+    def layout(self) -> ClusterLayout:
+        return ClusterLayout(Path(self.root))
+
+    @property
+    def cluster_spec(self) -> ClusterSpec:
+        return ClusterSpec.from_dict(self.spec)
+
+    def save(self) -> None:
+        path = self.layout.state_file
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, layout: ClusterLayout) -> Optional["ClusterState"]:
+        try:
+            data = json.loads(layout.state_file.read_text())
+        except (OSError, ValueError):
+            return None
+        data.pop("version", None)
+        try:
+            return cls(**data)
+        except TypeError:
+            return None
+
+
+def all_states() -> List[ClusterState]:
+    """Every cluster with a readable state file under $SIMCLUSTER_HOME."""
+    home = simcluster_home()
+    if not home.is_dir():
+        return []
+    states = []
+    for child in sorted(home.iterdir()):
+        if child.is_dir():
+            st = ClusterState.load(ClusterLayout(child))
+            if st is not None:
+                states.append(st)
+    return states
+
+
+def reserved_ports(exclude: str = "") -> List[int]:
+    """Ports recorded by other clusters' state files."""
+    ports: List[int] = []
+    for st in all_states():
+        if st.name != exclude:
+            ports.append(st.controller_port)
+            ports.extend(st.node_ports.values())
+    return ports
+
+
+@contextlib.contextmanager
+def locked(name: str) -> Iterator[None]:
+    """Serialize up/down of one cluster, and port allocation across clusters."""
+    home = simcluster_home()
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(home / f".{name}.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def port_lock() -> Iterator[None]:
+    home = simcluster_home()
+    home.mkdir(parents=True, exist_ok=True, mode=0o700)
+    with open(home / ".ports.lock", "w") as fh:
+        fcntl.flock(fh, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(fh, fcntl.LOCK_UN)
