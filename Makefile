@@ -1,0 +1,55 @@
+# simcluster: `make demo` and `make test` work on a fresh Debian/Ubuntu machine.
+SHELL := /bin/bash
+VENV ?= .venv
+PY := $(VENV)/bin/python
+SIMCLUSTER := $(VENV)/bin/simcluster
+APT_PACKAGES := slurmctld slurmd slurm-client munge libnss-wrapper python3-venv procps
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+DEMO_NAME ?= demo
+
+.PHONY: setup setup-apt setup-venv demo test test-unit test-integration bench clean
+
+setup: setup-apt setup-venv  ## install Debian packages and .venv with simcluster (quick when done)
+
+setup-apt:
+	@missing=""; for p in $(APT_PACKAGES); do \
+	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing:$$missing"; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	else echo "apt packages: all present"; fi
+
+# /usr/bin/python3 (not a user's pyenv): the venv must be usable by other users too,
+# as the rootless tests run simcluster as an unprivileged user.
+$(VENV)/.installed: pyproject.toml
+	@test -x $(PY) || /usr/bin/python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
+	@touch $@
+
+setup-venv: $(VENV)/.installed
+
+demo: setup  ## bring up a 2-node fake-GPU cluster, run a 2-node job, show status, tear down
+	@set -e; trap '$(SIMCLUSTER) down --name $(DEMO_NAME) >/dev/null 2>&1 || true' EXIT; \
+	$(SIMCLUSTER) up --name $(DEMO_NAME) --nodes 2 --gpus 0,1 --fake-gpus; \
+	echo "+ srun -N2 --gres=gpu:1 (each task prints its node and CUDA_VISIBLE_DEVICES)"; \
+	$(SIMCLUSTER) exec --name $(DEMO_NAME) -- srun -N2 --gres=gpu:1 --label \
+	  bash -c 'echo "$$SLURMD_NODENAME CUDA_VISIBLE_DEVICES=$$CUDA_VISIBLE_DEVICES MASTER=$$(getent hosts node1)"'; \
+	$(SIMCLUSTER) status --name $(DEMO_NAME); \
+	$(SIMCLUSTER) down --name $(DEMO_NAME)
+
+test: setup  ## the full test suite (real daemons)
+	$(PY) -m pytest -q -rs tests
+
+test-unit: setup-venv
+	$(PY) -m pytest -q tests/unit
+
+test-integration: setup
+	$(PY) -m pytest -q -rs tests/integration
+
+bench: setup  ## time up/down for 2..256 nodes, write docs/benchmarks.md
+	$(PY) scripts/bench.py --out docs/benchmarks.md
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache
