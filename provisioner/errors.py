@@ -55,7 +55,9 @@ class ClusterNotFound(SimclusterError):
 
 
 class ClusterConflict(SimclusterError):
-    """`up` on a running cluster whose spec differs."""
+    """`up` on a running cluster whose spec differs. Exit 2: the request conflicts."""
+
+    exit_code = 2
 
 
 class StartupError(SimclusterError):

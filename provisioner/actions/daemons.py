@@ -16,11 +16,9 @@ def _died(ctx: UpContext, key: str, log_name: str) -> StartupError:
     proc = ctx.daemons[key]
     log = ctx.layout.daemon_log(log_name)
     out = ctx.layout.log / f"{log_name}.out"
-    return StartupError(
-        f"{key} exited during startup (exit code {proc.returncode})",
-        f"see {log}",
-        details=f"--- tail of {log} ---\n{tail(log)}\n--- tail of {out} ---\n{tail(out)}",
-    )
+    details = [f"--- tail of {path} ---\n{tail(path)}" for path in (log, out) if path.exists()]
+    return StartupError(f"{key} exited during startup (exit code {proc.returncode})", f"see {log}",
+                        details="\n".join(details))
 
 
 def start_munged(ctx: UpContext, timeout: float = 10.0) -> None:
@@ -29,8 +27,9 @@ def start_munged(ctx: UpContext, timeout: float = 10.0) -> None:
     # that other users cannot reach, but only this user needs it.
     argv = [find_binary("munged"), "--foreground", "--force", f"--key-file={layout.munge_key}",
             f"--socket={layout.munge_socket}", f"--pid-file={layout.run / 'munged.pid'}",
-            f"--log-file={layout.daemon_log('munged')}", f"--seed-file={layout.munge_dir / 'seed'}"]
-    ctx.record("munged", spawn(argv, layout.log / "munged.out", ctx.daemon_env()))
+            f"--seed-file={layout.munge_dir / 'seed'}"]
+    # In the foreground munged logs to stderr only, so that is its log file.
+    ctx.record("munged", spawn(argv, layout.daemon_log("munged"), ctx.daemon_env()))
 
     def ready() -> Tuple[bool, str]:
         if ctx.daemons["munged"].poll() is not None:

@@ -1,0 +1,123 @@
+"""Shared fixtures: a private SIMCLUSTER_HOME per test, a CLI runner, clusters that always go down.
+
+Integration tests start real munged/slurmctld/slurmd. Every cluster a test creates is
+removed by the fixture, and the session ends by checking that no daemon of any test
+cluster is left running.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import uuid
+from pathlib import Path
+from typing import Dict, List, Optional
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SIMCLUSTER = [sys.executable, "-m", "provisioner"]
+# Short: the munge socket path must fit in 107 characters.
+TEST_HOME_ROOT = Path(tempfile.gettempdir()) / "simcluster-tests"
+
+
+def run_cli(args: List[str], home: Path, check: bool = False, timeout: float = 180,
+            env: Optional[Dict[str, str]] = None) -> subprocess.CompletedProcess:
+    """Run `simcluster ARGS` as a real subprocess with SIMCLUSTER_HOME=home."""
+    full_env = dict(os.environ)
+    full_env["SIMCLUSTER_HOME"] = str(home)
+    full_env.pop("SLURM_CONF", None)
+    if env:
+        full_env.update(env)
+    proc = subprocess.run(SIMCLUSTER + list(args), cwd=REPO, env=full_env, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"simcluster {' '.join(args)} exited {proc.returncode}\n"
+                             f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+    return proc
+
+
+def daemons_under(path: Path) -> List[str]:
+    """Live (non-zombie) processes whose command line mentions ``path``."""
+    found = []
+    needle = str(path).encode()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cmd = Path(f"/proc/{entry}/cmdline").read_bytes()
+            stat = Path(f"/proc/{entry}/stat").read_bytes()
+        except OSError:
+            continue
+        state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
+        if needle in cmd and state not in (b"Z", b"X"):
+            text = cmd.replace(b"\0", b" ").decode(errors="replace")
+            found.append(f"{entry}: {text}")
+    return found
+
+
+@pytest.fixture
+def sim_home():
+    """A fresh SIMCLUSTER_HOME; every cluster in it is taken down afterwards."""
+    TEST_HOME_ROOT.mkdir(parents=True, exist_ok=True)
+    home = TEST_HOME_ROOT / uuid.uuid4().hex[:8]
+    home.mkdir()
+    yield home
+    if home.exists():
+        run_cli(["down", "--all"], home)
+    leftover = daemons_under(home)
+    shutil.rmtree(home, ignore_errors=True)
+    assert not leftover, f"processes left running after the test: {leftover}"
+
+
+class Cluster:
+    """A running test cluster: run Slurm commands against it."""
+
+    def __init__(self, home: Path, name: str, up_output: subprocess.CompletedProcess):
+        self.home, self.name, self.up_output = home, name, up_output
+
+    @property
+    def root(self) -> Path:
+        return self.home / self.name
+
+    @property
+    def slurm_conf(self) -> Path:
+        return self.root / "etc" / "slurm.conf"
+
+    def env(self) -> Dict[str, str]:
+        env = dict(os.environ)
+        env["SLURM_CONF"] = str(self.slurm_conf)
+        env["SIMCLUSTER_HOME"] = str(self.home)
+        return env
+
+    def run(self, argv: List[str], timeout: float = 120, check: bool = True, cwd=None) -> subprocess.CompletedProcess:
+        proc = subprocess.run(argv, env=self.env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              text=True, timeout=timeout, cwd=cwd)
+        if check and proc.returncode != 0:
+            raise AssertionError(f"{argv} exited {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
+        return proc
+
+    def cli(self, args: List[str], **kw) -> subprocess.CompletedProcess:
+        return run_cli(args + ["--name", self.name] if args and args[0] not in ("exec",) else args, self.home, **kw)
+
+
+@pytest.fixture
+def make_cluster(sim_home):
+    """Factory: make_cluster('--nodes', '2', ...) brings a cluster up and returns a Cluster."""
+    def _make(*args: str, name: Optional[str] = None) -> Cluster:
+        name = name or f"t{uuid.uuid4().hex[:6]}"
+        proc = run_cli(["up", "--name", name, *args], sim_home, check=True)
+        return Cluster(sim_home, name, proc)
+    return _make
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """Belt and braces: nothing under the test home may still run when the suite ends."""
+    if TEST_HOME_ROOT.exists():
+        leftover = daemons_under(TEST_HOME_ROOT)
+        if leftover:
+            print(f"\nERROR: test daemons left running: {leftover}", file=sys.stderr)
+            session.exitstatus = 1
