@@ -1,0 +1,74 @@
+"""Rootless: an ordinary user brings up a cluster without sudo, and jobs run as that user."""
+
+from __future__ import annotations
+
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, TEST_HOME_ROOT, daemons_under
+
+pytestmark = pytest.mark.integration
+TEST_USER = "simcluster-test"
+
+
+def _as_user(user: str, argv, env=None, timeout=120) -> subprocess.CompletedProcess:
+    full = ["runuser", "-u", user, "--", "env", *(f"{k}={v}" for k, v in (env or {}).items()), *argv]
+    return subprocess.run(full, cwd="/", stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=timeout)
+
+
+@pytest.fixture
+def unprivileged_user():
+    """An ordinary user to run simcluster as (created when the suite runs as root)."""
+    if os.getuid() != 0:
+        yield pwd.getpwuid(os.getuid()).pw_name  # already rootless
+        return
+    if shutil.which("runuser") is None:
+        pytest.skip("runuser not available to switch to an unprivileged user")
+    try:
+        pwd.getpwnam(TEST_USER)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/bash", TEST_USER], check=True)
+    probe = _as_user(TEST_USER, [sys.executable, "-c", "import provisioner"], env={"PYTHONPATH": str(REPO)})
+    if probe.returncode != 0:
+        pytest.skip(f"{TEST_USER} cannot run this checkout's Python ({sys.executable}): {probe.stderr.strip()[:200]} "
+                    "(put the checkout and its .venv where other users can read them)")
+    yield TEST_USER
+
+
+def test_rootless_cluster_runs_jobs_as_the_user(unprivileged_user):
+    TEST_HOME_ROOT.mkdir(parents=True, exist_ok=True)
+    os.chmod(TEST_HOME_ROOT, 0o1777)
+    home = TEST_HOME_ROOT / f"rl-{uuid.uuid4().hex[:6]}"
+    env = {"SIMCLUSTER_HOME": str(home), "PYTHONPATH": str(REPO), "HOME": f"/tmp"}
+    cli = [sys.executable, "-m", "provisioner"]
+    try:
+        up = _as_user(unprivileged_user, cli + ["up", "--name", "rl", "--nodes", "2", "--fake-gpus", "2"], env)
+        assert up.returncode == 0, up.stderr
+        conf = home / "rl" / "etc" / "slurm.conf"
+        text = conf.read_text()
+        assert f"SlurmUser={unprivileged_user}" in text and f"SlurmdUser={unprivileged_user}" in text
+        job_env = dict(env, SLURM_CONF=str(conf))
+        out = _as_user(unprivileged_user, ["srun", "-N2", "--gres=gpu:1", "bash", "-c",
+                                           "echo $(id -un):$SLURMD_NODENAME:$CUDA_VISIBLE_DEVICES"], job_env)
+        assert out.returncode == 0, out.stderr
+        assert sorted(out.stdout.split()) == [f"{unprivileged_user}:node1:0", f"{unprivileged_user}:node2:1"]
+        # Every daemon runs as the user, none as root.
+        for line in daemons_under(home / "rl"):
+            pid = int(line.split(":")[0])
+            assert Path(f"/proc/{pid}").stat().st_uid == pwd.getpwnam(unprivileged_user).pw_uid, line
+        down = _as_user(unprivileged_user, cli + ["down", "--name", "rl"], env)
+        assert down.returncode == 0, down.stderr
+        assert daemons_under(home) == []
+        assert not (home / "rl").exists()
+    finally:
+        subprocess.run(cli + ["down", "--all"], env=dict(os.environ, SIMCLUSTER_HOME=str(home)),
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(home, ignore_errors=True)
