@@ -38,6 +38,10 @@ class RenderInputs:
     node_ports: Dict[str, int]
     node_addr: str = "127.0.0.1"
     nss_wrapper_lib: Optional[str] = None
+    # Docker backend: every node is its own host, reachable by its name.
+    nodes_are_hosts: bool = False
+    controller_addr: Optional[str] = "127.0.0.1"
+    # Values that replace computed ones (paths inside containers, no TaskProlog, ...).
     extra_context: Dict = field(default_factory=dict)
 
 
@@ -61,8 +65,8 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
     nodes: List[Dict] = [
         {
             "name": n.name,
-            "hostname": inputs.hostname,
-            "addr": inputs.node_addr,
+            "hostname": n.name if inputs.nodes_are_hosts else inputs.hostname,
+            "addr": n.name if inputs.nodes_are_hosts else inputs.node_addr,
             "port": inputs.node_ports[n.name],
             "cpus": n.cpus,
             "memory": n.memory,
@@ -73,7 +77,7 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
     def_mem = max(1, min(n.memory // n.cpus for n in spec.nodes)) if spec.nodes else 1
     ctx = {
         "cluster_name": spec.name,
-        "controller": {"hostname": inputs.hostname, "addr": inputs.node_addr,
+        "controller": {"hostname": inputs.hostname, "addr": inputs.controller_addr,
                        "port": inputs.controller_port},
         "slurm_user": inputs.slurm_user,
         "slurmd_user": inputs.slurm_user,

@@ -38,14 +38,21 @@ class NodeState:
 def node_states(slurm_conf: Path, timeout: float = 10.0) -> Optional[Dict[str, NodeState]]:
     """{node: NodeState} from sinfo, or None if the controller does not answer."""
     try:
-        proc = run_client(slurm_conf, ["sinfo", "--noheader", "--Node", "--format=%N|%T|%E"],
-                          timeout=timeout)
+        proc = run_client(slurm_conf, SINFO_NODE_ARGS, timeout=timeout)
     except (subprocess.TimeoutExpired, OSError):
         return None
     if proc.returncode != 0:
         return None
+    return parse_sinfo(proc.stdout)
+
+
+SINFO_NODE_ARGS = ["sinfo", "--noheader", "--Node", "--format=%N|%T|%E"]
+
+
+def parse_sinfo(text: str) -> Dict[str, NodeState]:
+    """Parse the output of SINFO_NODE_ARGS (one line per node and partition)."""
     states: Dict[str, NodeState] = {}
-    for line in proc.stdout.splitlines():
+    for line in text.splitlines():
         parts = line.split("|", 2)
         if len(parts) == 3:
             reason = parts[2].strip()

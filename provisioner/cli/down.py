@@ -5,22 +5,24 @@ from __future__ import annotations
 import click
 
 from provisioner.errors import UsageError
-from provisioner.providers import get_provider
-from provisioner.state import all_states
+from provisioner.providers import all_providers, provider_for
 
 
 @click.command("down")
 @click.option("--name", "-n", default=None, metavar="NAME", help="Cluster to remove  [default: default]")
-@click.option("--all", "all_", is_flag=True, help="Remove every cluster on this machine.")
+@click.option("--all", "all_", is_flag=True, help="Remove every cluster on this machine (local and docker).")
 def command(name, all_):
-    """Stop a cluster's daemons and jobs, and delete its state directory."""
+    """Stop a cluster's daemons (or containers) and jobs, and delete its state."""
     if all_ and name:
         raise UsageError("give either --name or --all, not both")
     if all_:
-        states = all_states()
-        if not states:
+        removed = 0
+        for provider in all_providers():
+            for cluster in provider.list_clusters():
+                click.echo(provider.down(cluster["name"]))
+                removed += 1
+        if not removed:
             click.echo("no clusters")
-        for st in states:
-            click.echo(get_provider(st.backend).down(st.name))
         return
-    click.echo(get_provider("local").down(name or "default"))
+    name = name or "default"
+    click.echo(provider_for(name).down(name))

@@ -7,7 +7,7 @@ from pathlib import Path
 import click
 
 from provisioner.cli.common import name_option
-from provisioner.providers import get_provider
+from provisioner.providers import provider_for
 
 
 @click.command("export-logs")
@@ -15,5 +15,5 @@ from provisioner.providers import get_provider
 @name_option
 def command(out_dir, name):
     """Copy configs, every daemon log, `scontrol show node/job` and versions into DIR."""
-    written = get_provider("local").collect_logs(name, Path(out_dir))
+    written = provider_for(name).collect_logs(name, Path(out_dir))
     click.echo(f"wrote {len(written)} files to {out_dir}")

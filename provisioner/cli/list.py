@@ -5,14 +5,14 @@ from __future__ import annotations
 import click
 
 from provisioner.cli.common import echo_json
-from provisioner.providers import get_provider
+from provisioner.providers import all_providers
 
 
 @click.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def command(as_json):
-    """List the clusters under $SIMCLUSTER_HOME with their status."""
-    clusters = get_provider("local").list_clusters()
+    """List local clusters (under $SIMCLUSTER_HOME) and docker clusters, with their status."""
+    clusters = [c for p in all_providers() for c in p.list_clusters()]
     if as_json:
         echo_json(clusters)
         return

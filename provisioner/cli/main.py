@@ -10,7 +10,7 @@ import click
 from provisioner import __version__
 from provisioner.errors import SimclusterError
 
-COMMANDS = ["up", "down", "status", "list", "env", "exec", "render", "export_logs"]
+COMMANDS = ["up", "down", "status", "list", "env", "exec", "render", "export_logs", "image"]
 
 
 class _Group(click.Group):

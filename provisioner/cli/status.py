@@ -5,10 +5,12 @@ from __future__ import annotations
 import click
 
 from provisioner.cli.common import echo_json, name_option
-from provisioner.providers import get_provider
+from provisioner.providers import provider_for
 
 
-def _fmt_mem(mb: int) -> str:
+def _fmt_mem(mb) -> str:
+    if mb is None:
+        return "-"
     return f"{mb // 1024}G" if mb >= 10240 and mb % 1024 == 0 else f"{mb}M"
 
 
@@ -21,7 +23,7 @@ def command(ctx, name, as_json):
 
     Exits 0 when every daemon runs and every node is ready, 1 otherwise.
     """
-    st = get_provider("local").status(name)
+    st = provider_for(name).status(name)
     if as_json:
         echo_json(st)
     else:
@@ -33,10 +35,12 @@ def command(ctx, name, as_json):
                    f"{'' if c['responding'] or not c['alive'] else ' (not responding)'};"
                    f"  munged {alive(st['munged']['alive'])}")
         click.echo(f"  state: {st['state_dir']}")
+        if st.get("shared_dir"):
+            click.echo(f"  job files: {st['shared_dir']} (mounted at /shared in every node)")
         gpu_hdr = "GPUS(fake)" if st["fake_gpus"] else "GPUS"
         click.echo(f"  {'NODE':<14} {'STATE':<12} {'CPUS':>5} {'MEMORY':>8}  {gpu_hdr:<10} {'PORT':>5}  SLURMD  REASON")
         for n in st["nodes"]:
             gpus = ",".join(map(str, n["gpus"])) or "-"
-            click.echo(f"  {n['name']:<14} {n['state']:<12} {n['cpus']:>5} {_fmt_mem(n['memory_mb']):>8}  "
+            click.echo(f"  {n['name']:<14} {n['state']:<12} {n['cpus'] or '-':>5} {_fmt_mem(n['memory_mb']):>8}  "
                        f"{gpus:<10} {n['port']:>5}  {alive(n['slurmd_alive']):<6}  {n['reason']}")
     ctx.exit(0 if st["healthy"] else 1)

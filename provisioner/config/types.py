@@ -38,6 +38,8 @@ class ClusterSpec:
     controller_port: Optional[int] = None
     slurm_conf_extra: Tuple[str, ...] = field(default_factory=tuple)
     wait: float = 60.0
+    image: Optional[str] = None  # docker backend: node image (default: the built one)
+    privileged: bool = False  # docker backend: run containers --privileged
 
     @property
     def all_gpus(self) -> List[int]:
@@ -74,4 +76,4 @@ class ClusterSpec:
         return cls(name=d["name"], backend=d["backend"], nodes=nodes, partitions=parts,
                    fake_gpus=d["fake_gpus"], controller_port=d.get("controller_port"),
                    slurm_conf_extra=tuple(d.get("slurm_conf_extra", ())),
-                   wait=d.get("wait", 60.0))
+                   wait=d.get("wait", 60.0), image=d.get("image"), privileged=d.get("privileged", False))

@@ -15,11 +15,12 @@ from provisioner.errors import ConfigError
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 NODE_RE = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 PARTITION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,29}$")
-BACKENDS = ("local",)
+BACKENDS = ("local", "docker")
 MAX_NODES = 1024
 
 TOP_KEYS = {"apiVersion", "kind", "name", "backend", "nodes", "nodePrefix", "gpus", "fakeGpus",
-            "cpus", "memory", "controllerPort", "partitions", "slurmConf", "wait"}
+            "cpus", "memory", "controllerPort", "partitions", "slurmConf", "wait", "image",
+            "privileged"}
 NODE_KEYS = {"name", "gpus", "cpus", "memory", "port"}
 PARTITION_KEYS = {"name", "nodes", "default", "maxTime"}
 
@@ -128,11 +129,22 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
         p.add("wait", f"expected seconds between 1 and 3600, got {wait!r}")
         wait = 60
 
+    image = raw.get("image")
+    if image is not None and (not isinstance(image, str) or not re.match(r"^[\w][\w./:@-]*$", image)):
+        p.add("image", f"{image!r} is not a docker image reference")
+        image = None
+    privileged = raw.get("privileged", False)
+    if not isinstance(privileged, bool):
+        p.add("privileged", f"expected true or false, got {privileged!r}")
+        privileged = False
+    if (image or privileged) and backend != "docker":
+        p.add("image" if image else "privileged", "only applies to the docker backend (backend: docker)")
+
     if p.items:
         raise ConfigError(p.items, source)
     return ClusterSpec(name=name, backend=backend, nodes=tuple(nodes), partitions=tuple(partitions),
                        fake_gpus=fake_gpus, controller_port=controller_port,
-                       slurm_conf_extra=tuple(extra), wait=float(wait))
+                       slurm_conf_extra=tuple(extra), wait=float(wait), image=image, privileged=privileged)
 
 
 def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory: int) -> List[NodeSpec]:

@@ -1,0 +1,162 @@
+"""`simcluster image build`: the node image for the docker backend, built with no registry.
+
+The base is debian:bookworm-slim when a registry answers; otherwise (air-gapped sites, CI
+here) a `debootstrap --variant=minbase bookworm` root filesystem imported with
+`docker import`. Python packages come from a wheelhouse filled on the host, so the image
+gets the host's CPU torch wheel instead of a multi-GB CUDA download.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Callable, List, Optional
+
+from provisioner import __version__
+from provisioner.dockercmd import DockerError, docker, docker_stream, image_exists, require_engine
+from provisioner.errors import PrerequisiteError, SimclusterError
+from provisioner.paths import REPO_ROOT
+
+IMAGE_REPO = "simcluster/node"
+OFFLINE_BASE = "simcluster/base:bookworm"
+REGISTRY_BASE = "debian:bookworm-slim"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+Progress = Callable[[str], None]
+
+
+def image_tag(train: bool = False) -> str:
+    return f"{IMAGE_REPO}:{__version__}{'-train' if train else ''}"
+
+
+def default_image() -> str:
+    """The training image if it was built, else the basic one."""
+    return image_tag(True) if image_exists(image_tag(True)) else image_tag(False)
+
+
+def host_mirror() -> str:
+    """The Debian mirror this host's apt uses (so debootstrap works wherever apt does)."""
+    for path in (Path("/etc/apt/sources.list.d/debian.sources"), Path("/etc/apt/sources.list")):
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        m = re.search(r"^URIs:\s*(\S+/debian)/?\s*$", text, re.M) or \
+            re.search(r"^deb\s+(?:\[[^]]*\]\s+)?(\S+/debian)/?\s+bookworm", text, re.M)
+        if m:
+            return m.group(1)
+    return DEFAULT_MIRROR
+
+
+def ensure_base(progress: Progress, offline: Optional[bool] = None) -> str:
+    """Return a usable base image tag, bootstrapping one offline if no registry answers."""
+    if image_exists(OFFLINE_BASE):
+        return OFFLINE_BASE
+    if offline is not True:
+        if image_exists(REGISTRY_BASE):
+            return REGISTRY_BASE
+        progress(f" - pulling {REGISTRY_BASE} ...")
+        if docker(["pull", REGISTRY_BASE], check=False, timeout=120).returncode == 0:
+            return REGISTRY_BASE
+        progress("   no registry reachable: building the base image offline with debootstrap")
+    bootstrap_base(progress)
+    return OFFLINE_BASE
+
+
+def bootstrap_base(progress: Progress) -> None:
+    if shutil.which("debootstrap") is None:
+        raise PrerequisiteError("debootstrap is needed to build the base image offline",
+                                "sudo apt-get install debootstrap (or make a registry with debian:bookworm-slim reachable)")
+    if os.geteuid() != 0:
+        raise PrerequisiteError("building the base image offline needs root (debootstrap)",
+                                "run 'sudo simcluster image build' once")
+    mirror = host_mirror()
+    with tempfile.TemporaryDirectory(prefix="simcluster-rootfs-") as tmp:
+        rootfs = Path(tmp) / "rootfs"
+        progress(f" - debootstrap --variant=minbase bookworm from {mirror} (about a minute)")
+        proc = subprocess.Popen(["debootstrap", "--variant=minbase", "bookworm", str(rootfs), mirror],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        last: List[str] = []
+        for n, line in enumerate(proc.stdout):
+            last = (last + [line.rstrip()])[-15:]
+            if line.startswith("I: ") and any(k in line for k in ("Retrieving Release", "Validating Packages",
+                                                                   "Installing core",
+                                                                   "Unpacking the base", "Configuring the base",
+                                                                   "installed successfully")):
+                progress(f"   {line.strip()}")
+        if proc.wait() != 0:
+            raise SimclusterError("debootstrap failed", details="\n".join(last))
+        progress(f" - importing the root filesystem as {OFFLINE_BASE}")
+        tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        imp = subprocess.run(["docker", "import", "-c", 'CMD ["/bin/bash"]', "-", OFFLINE_BASE],
+                             stdin=tar.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        tar.wait()
+        if imp.returncode != 0:
+            raise DockerError(f"docker import failed: {imp.stderr.strip()}")
+
+
+def train_requirements() -> List[str]:
+    """The `train` extra of this package (torch pinned to the host's CPU wheel)."""
+    from importlib.metadata import requires
+    reqs = []
+    for req in requires("simcluster") or []:
+        if "extra ==" in req and re.search(r"extra\s*==\s*['\"]train['\"]", req):
+            reqs.append(req.split(";")[0].strip())
+    return reqs
+
+
+def fill_wheelhouse(dest: Path, train: bool, progress: Progress) -> None:
+    dest.mkdir(parents=True, exist_ok=True)
+    reqs = train_requirements() if train else []
+    (dest / "requirements.txt").write_text("".join(f"{r}\n" for r in reqs))
+    if not reqs:
+        return
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "simcluster" / "wheelhouse"
+    cache.mkdir(parents=True, exist_ok=True)
+    progress(f" - collecting wheels for {', '.join(reqs)} (cache: {cache})")
+    import sys
+    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(cache),
+                           "--find-links", str(cache), *reqs],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if proc.returncode != 0:
+        raise SimclusterError("could not collect the training wheels for the image",
+                              details=proc.stdout[-3000:])
+    for whl in cache.glob("*.whl"):
+        target = dest / whl.name
+        try:
+            os.link(whl, target)  # same bytes as last time: docker's layer cache still hits
+        except OSError:
+            shutil.copy2(whl, target)
+
+
+def build_image(progress: Progress, train: bool = False, offline: Optional[bool] = None,
+                no_cache: bool = False) -> str:
+    require_engine()
+    base = ensure_base(progress, offline)
+    tag = image_tag(train)
+    with tempfile.TemporaryDirectory(prefix="simcluster-build-") as tmp:
+        ctx = Path(tmp)
+        for name in ("Dockerfile", "entrypoint.sh"):
+            shutil.copy2(REPO_ROOT / "docker" / name, ctx / name)
+        fill_wheelhouse(ctx / "wheelhouse", train, progress)
+        progress(f" - docker build {tag} (from {base})")
+        args = ["build", "-t", tag, "--build-arg", f"BASE={base}", "--build-arg", f"TRAIN={int(train)}"]
+        if no_cache:
+            args.append("--no-cache")
+        tail: List[str] = []
+
+        def on_line(line: str) -> None:
+            tail.append(line)
+            del tail[:-30]
+            if line.startswith("Step ") or line.startswith("#") and " DONE" in line:
+                progress(f"   {line[:150]}")
+
+        rc = docker_stream(args + [str(ctx)], on_line)
+        if rc != 0:
+            raise DockerError(f"docker build of {tag} failed", details="\n".join(tail))
+    return tag

@@ -1,0 +1,273 @@
+"""Docker backend: a controller container and one container per node on a private network.
+
+Containers are labelled (io.simcluster.cluster=<name>, role, node) and found by label, so
+`list`, `status` and `down` need no state file. Container hostnames are the node names, so
+MASTER_ADDR from `scontrol show hostnames` resolves through Docker's DNS. Configs come from
+the same templates as the local backend, mounted read-only at /etc/simcluster; a shared
+directory is mounted at /shared in every container for job files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
+
+from provisioner.config.types import ClusterSpec
+from provisioner.dockercmd import (LABEL_CLUSTER, LABEL_FAKE, LABEL_GPUS, LABEL_NODE, LABEL_ROLE, LABEL_SPEC,
+                                   LABEL_STATE, DockerError, containers, docker, has_nvidia_runtime,
+                                   image_exists, require_engine)
+from provisioner.errors import ClusterConflict, ClusterNotFound, StartupError, UsageError
+from provisioner.image import build_image, default_image
+from provisioner.paths import ClusterLayout
+from provisioner.render import RenderInputs, render_all, write_files
+from provisioner.slurm import SINFO_NODE_ARGS, NodeState, format_node_table, parse_sinfo
+from provisioner.wait import WaitTimeout, poll_until
+
+CONTROLLER_HOST = "slurmctld"
+SHARED_MOUNT = "/shared"
+CONTAINER_PATHS = {"state_save": "/var/spool/slurmctld", "spool": "/var/spool/slurmd",
+                   "run": "/run/slurm", "log": "/var/log/slurm"}
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def container_name(cluster: str, node: Optional[str] = None) -> str:
+    return f"simcluster-{cluster}-{node or 'ctl'}"
+
+
+def network_name(cluster: str) -> str:
+    return f"simcluster-{cluster}"
+
+
+def spec_digest(spec: ClusterSpec) -> str:
+    import hashlib
+    return hashlib.sha256(json.dumps(spec.identity(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+class DockerProvider:
+    name = "docker"
+
+    def __init__(self, image: Optional[str] = None, privileged: bool = False):
+        self.image = image
+        self.privileged = privileged
+
+    # -- checks -----------------------------------------------------------------------------
+    def sanity_checks(self, spec: ClusterSpec) -> None:
+        require_engine()
+        if any(n.name == CONTROLLER_HOST for n in spec.nodes):
+            raise UsageError(f"node name '{CONTROLLER_HOST}' is reserved for the controller container")
+        if spec.all_gpus and not spec.fake_gpus and not has_nvidia_runtime():
+            raise UsageError("real GPUs on the docker backend need the NVIDIA container runtime",
+                             "install nvidia-container-toolkit, or add --fake-gpus")
+
+    # -- up ---------------------------------------------------------------------------------
+    def up(self, spec: ClusterSpec, retain: bool = False, progress: Callable[[str], None] = _progress) -> str:
+        self.sanity_checks(spec)
+        t0 = time.monotonic()
+        existing = containers(spec.name)
+        if existing:
+            running = all(c["State"]["Running"] for c in existing)
+            same = all(c["Config"]["Labels"].get(LABEL_SPEC) == spec_digest(spec) for c in existing)
+            if running and same and len(existing) == len(spec.nodes) + 1:
+                return f"cluster '{spec.name}' is already running with this spec (nothing to do)"
+            if running:
+                raise ClusterConflict(f"cluster '{spec.name}' is already running with a different spec",
+                                      f"run 'simcluster down --name {spec.name}' first, or pick another --name")
+            self._remove(spec.name)
+        image = self.image or default_image()
+        if not image_exists(image):
+            progress(f" - image {image} not found: building it (once; later builds are cached)")
+            image = build_image(progress, train=image.endswith("-train"))
+        layout = ClusterLayout.for_name(spec.name)
+        try:
+            self._create(spec, layout, image, progress)
+        except BaseException:
+            if retain:
+                progress(f"keeping the failed cluster for inspection (--retain): containers labelled "
+                         f"{LABEL_CLUSTER}={spec.name}, files in {layout.root}")
+            else:
+                self._remove(spec.name)
+            raise
+        return (f"cluster '{spec.name}' is up (docker, image {image}): {len(spec.nodes)} nodes idle "
+                f"in {time.monotonic() - t0:.2f}s\n"
+                f"use it: simcluster exec --name {spec.name} -- sinfo   (job files: {layout.root / 'shared'} "
+                f"= {SHARED_MOUNT} in every node)")
+
+    def _render(self, spec: ClusterSpec, layout: ClusterLayout) -> None:
+        etc = layout.etc
+        if layout.root.exists():
+            shutil.rmtree(layout.root)
+        etc.mkdir(parents=True)
+        os.chmod(layout.root, 0o700)
+        (layout.root / "shared").mkdir()
+        os.chmod(layout.root / "shared", 0o777)
+        inputs = RenderInputs(
+            layout=ClusterLayout(Path("/nonexistent")), hostname=CONTROLLER_HOST, slurm_user="root",
+            controller_port=6817, node_ports={n.name: 6818 for n in spec.nodes}, nodes_are_hosts=True,
+            controller_addr=None,
+            extra_context={"munge_socket": "", "paths": CONTAINER_PATHS, "task_prolog": "",
+                           "gpu_device_dir": "/dev", "hosts_file": "", "state_dir": SHARED_MOUNT})
+        files = render_all(spec, inputs)
+        files.pop("task_prolog.sh")  # each container sees only its own GPUs: no mapping needed
+        write_files(files, etc)
+        key = etc / "munge.key"
+        fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(os.urandom(1024))
+
+    def _run_args(self, spec: ClusterSpec, layout: ClusterLayout, image: str, node: Optional[str]) -> List[str]:
+        role = "node" if node else "controller"
+        labels = {LABEL_CLUSTER: spec.name, LABEL_ROLE: role, LABEL_SPEC: spec_digest(spec),
+                  LABEL_STATE: str(layout.root), LABEL_FAKE: str(spec.fake_gpus).lower()}
+        args = ["run", "-d", "--name", container_name(spec.name, node), "--hostname", node or CONTROLLER_HOST,
+                "--network", network_name(spec.name), "--init", "-e", "SLURM_CONF=/etc/simcluster/slurm.conf",
+                "-v", f"{layout.etc}:/etc/simcluster:ro", "-v", f"{layout.root / 'shared'}:{SHARED_MOUNT}"]
+        if node:
+            gpus = spec.node(node).gpus
+            labels[LABEL_NODE] = node
+            labels[LABEL_GPUS] = ",".join(map(str, gpus))
+            if gpus and spec.fake_gpus:
+                args += ["-e", f"SIMCLUSTER_FAKE_GPUS={' '.join(map(str, gpus))}"]
+            elif gpus:
+                args += ["--gpus", f'"device={",".join(map(str, gpus))}"']
+        if self.privileged:
+            args.append("--privileged")
+        for k, v in labels.items():
+            args += ["--label", f"{k}={v}"]
+        return args + [image, role]
+
+    def _create(self, spec: ClusterSpec, layout: ClusterLayout, image: str, progress) -> None:
+        step = time.monotonic()
+
+        def done(text: str) -> None:
+            nonlocal step
+            progress(f" - {text} ... done ({time.monotonic() - step:.2f}s)")
+            step = time.monotonic()
+
+        self._render(spec, layout)
+        docker(["network", "create", "--label", f"{LABEL_CLUSTER}={spec.name}", network_name(spec.name)])
+        done(f"configs, munge key and network {network_name(spec.name)}")
+        # Nodes first: slurmctld resolves every node name at start-up (docker DNS knows only
+        # running containers); each node's slurmd waits until the controller answers.
+        with ThreadPoolExecutor(max_workers=8) as pool:
+            list(pool.map(lambda n: docker(self._run_args(spec, layout, image, n.name)), spec.nodes))
+        done(f"starting {len(spec.nodes)} node containers")
+        docker(self._run_args(spec, layout, image, None))
+        ctl = container_name(spec.name)
+        done("starting the controller container")
+        names = [n.name for n in spec.nodes]
+
+        def ready() -> Tuple[bool, Dict[str, NodeState]]:
+            proc = self._exec(ctl, SINFO_NODE_ARGS)
+            states = parse_sinfo(proc.stdout) if proc.returncode == 0 else {}
+            return all(n in states and states[n].ready for n in names), states
+
+        self._wait(ready, spec, spec.wait, "nodes not ready")
+        done(f"waiting for {len(names)} nodes to be idle")
+
+    def _wait(self, check, spec: ClusterSpec, timeout: float, what: str):
+        def guarded():
+            dead = [c["Name"].lstrip("/") for c in containers(spec.name) if not c["State"]["Running"]]
+            if dead:
+                raise StartupError(f"container {dead[0]} exited during startup", f"see 'docker logs {dead[0]}'",
+                                   details=self._logs_tail(dead[0]))
+            return check()
+        try:
+            return poll_until(guarded, timeout, first_delay=0.05, max_delay=0.5)
+        except WaitTimeout as exc:
+            states = exc.last_seen or {}
+            names = [n.name for n in spec.nodes]
+            bad = [n for n in names if n not in states or not states[n].ready] if states is not None else names
+            details = format_node_table(states or {}, bad[:20]) + "\n" + self._logs_tail(container_name(spec.name))
+            raise StartupError(f"cluster '{spec.name}' not ready after {exc.waited:.0f}s: {what}",
+                               "raise --wait, or see 'simcluster export-logs'", details=details) from None
+
+    def _logs_tail(self, container: str, lines: int = 20) -> str:
+        proc = docker(["logs", "--tail", str(lines), container], check=False)
+        return f"--- docker logs {container} ---\n{proc.stdout}{proc.stderr}"
+
+    def _exec(self, container: str, argv: List[str], timeout: float = 30):
+        return docker(["exec", container, *argv], check=False, timeout=timeout)
+
+    # -- down / status / list -----------------------------------------------------------------
+    def _remove(self, name: str) -> int:
+        found = containers(name)
+        if found:
+            docker(["rm", "-f", "-v", *[c["Id"] for c in found]], timeout=120)
+        nets = docker(["network", "ls", "-q", "--filter", f"label={LABEL_CLUSTER}={name}"]).stdout.split()
+        if nets:
+            docker(["network", "rm", *nets], check=False)
+        roots = {c["Config"]["Labels"].get(LABEL_STATE) for c in found} | {str(ClusterLayout.for_name(name).root)}
+        for root in filter(None, roots):
+            shutil.rmtree(root, ignore_errors=True)
+        return len(found)
+
+    def down(self, name: str) -> str:
+        require_engine()
+        t0 = time.monotonic()
+        if not containers(name):
+            raise ClusterNotFound(f"no docker cluster named '{name}'", "see 'simcluster list'")
+        count = self._remove(name)
+        return f"cluster '{name}' removed ({count} containers, network) in {time.monotonic() - t0:.2f}s"
+
+    def status(self, name: str) -> Dict:
+        found = containers(name)
+        if not found:
+            raise ClusterNotFound(f"no docker cluster named '{name}'", "see 'simcluster list'")
+        by_role = {c["Config"]["Labels"].get(LABEL_NODE) or "ctl": c for c in found}
+        ctl = by_role.get("ctl")
+        ctl_running = bool(ctl and ctl["State"]["Running"])
+        states: Optional[Dict[str, NodeState]] = None
+        if ctl_running:
+            proc = self._exec(container_name(name), SINFO_NODE_ARGS)
+            states = parse_sinfo(proc.stdout) if proc.returncode == 0 else None
+        nodes = []
+        for key, c in sorted(by_role.items()):
+            if key == "ctl":
+                continue
+            ns = (states or {}).get(key)
+            labels = c["Config"]["Labels"]
+            nodes.append({"name": key, "state": ns.state if ns else "unknown", "reason": ns.reason if ns else "",
+                          "ready": bool(ns and ns.ready), "container": c["Name"].lstrip("/"),
+                          "gpus": [int(g) for g in labels.get(LABEL_GPUS, "").split(",") if g],
+                          "slurmd_alive": c["State"]["Running"], "cpus": None, "memory_mb": None, "port": 6818})
+        labels = (ctl or found[0])["Config"]["Labels"]
+        healthy = ctl_running and states is not None and all(n["ready"] and n["slurmd_alive"] for n in nodes)
+        return {"name": name, "backend": "docker", "phase": "running" if ctl_running else "stopped",
+                "healthy": healthy, "fake_gpus": labels.get(LABEL_FAKE) == "true",
+                "state_dir": labels.get(LABEL_STATE), "shared_dir": str(Path(labels.get(LABEL_STATE, "")) / "shared"),
+                "controller": {"port": 6817, "alive": ctl_running, "responding": states is not None,
+                               "container": container_name(name)},
+                "munged": {"alive": ctl_running, "socket": "/run/munge/munge.socket.2"},
+                "nodes": nodes}
+
+    def list_clusters(self) -> List[Dict]:
+        groups: Dict[str, List[dict]] = {}
+        for c in containers():
+            groups.setdefault(c["Config"]["Labels"][LABEL_CLUSTER], []).append(c)
+        result = []
+        for name, cs in sorted(groups.items()):
+            up = sum(c["State"]["Running"] for c in cs)
+            result.append({"name": name, "backend": "docker", "nodes": len(cs) - 1,
+                           "status": "running" if up == len(cs) else ("stopped" if up == 0 else "degraded"),
+                           "state_dir": cs[0]["Config"]["Labels"].get(LABEL_STATE)})
+        return result
+
+    def exec_argv(self, name: str, argv: List[str], interactive: bool = False, workdir: str = SHARED_MOUNT) -> List[str]:
+        flags = ["-i"] + (["-t"] if interactive else [])
+        return ["docker", "exec", *flags, "-w", workdir, container_name(name), *argv]
+
+    def client_env(self, name: str) -> Dict[str, str]:
+        return {"SIMCLUSTER_CLUSTER": name, "SIMCLUSTER_BACKEND": "docker"}
+
+    def collect_logs(self, name: str, out_dir: Path) -> List[Path]:
+        from provisioner.logs_docker import export_docker_logs
+        return export_docker_logs(self, name, out_dir)
