@@ -7,7 +7,7 @@ APT_PACKAGES := slurmctld slurmd slurm-client munge libnss-wrapper python3-venv 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_NAME ?= demo
 
-.PHONY: setup setup-apt setup-venv demo test test-unit test-integration bench clean
+.PHONY: setup setup-apt setup-venv setup-docker demo test test-unit test-integration test-docker bench clean
 
 setup: setup-apt setup-venv  ## install Debian packages and .venv with simcluster (quick when done)
 
@@ -30,6 +30,9 @@ $(VENV)/.installed: pyproject.toml
 
 setup-venv: $(VENV)/.installed
 
+setup-docker:  ## docker.io + debootstrap, and a running dockerd (for the docker backend)
+	@bash scripts/ensure-dockerd.sh
+
 demo: setup  ## bring up a 2-node fake-GPU cluster, run a 2-node job, show status, tear down
 	@set -e; trap '$(SIMCLUSTER) down --name $(DEMO_NAME) >/dev/null 2>&1 || true' EXIT; \
 	$(SIMCLUSTER) up --name $(DEMO_NAME) --nodes 2 --gpus 0,1 --fake-gpus; \
@@ -39,8 +42,11 @@ demo: setup  ## bring up a 2-node fake-GPU cluster, run a 2-node job, show statu
 	$(SIMCLUSTER) status --name $(DEMO_NAME); \
 	$(SIMCLUSTER) down --name $(DEMO_NAME)
 
-test: setup  ## the full test suite (real daemons)
+test: setup setup-docker  ## the full test suite (real daemons, real dockerd)
 	$(PY) -m pytest -q -rs tests
+
+test-docker: setup setup-docker
+	$(PY) -m pytest -q -rs tests/docker
 
 test-unit: setup-venv
 	$(PY) -m pytest -q tests/unit
