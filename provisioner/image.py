@@ -67,7 +67,7 @@ def ensure_base(progress: Progress, offline: Optional[bool] = None) -> str:
     return OFFLINE_BASE
 
 
-def bootstrap_base(progress: Progress) -> None:
+def bootstrap_base(progress: Progress, tag: str = OFFLINE_BASE) -> None:
     if shutil.which("debootstrap") is None:
         raise PrerequisiteError("debootstrap is needed to build the base image offline",
                                 "sudo apt-get install debootstrap (or make a registry with debian:bookworm-slim reachable)")
@@ -91,9 +91,9 @@ def bootstrap_base(progress: Progress) -> None:
                 progress(f"   {line.strip()}")
         if proc.wait() != 0:
             raise SimclusterError("debootstrap failed", details="\n".join(last))
-        progress(f" - importing the root filesystem as {OFFLINE_BASE}")
+        progress(f" - importing the root filesystem as {tag}")
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
-        imp = subprocess.run(["docker", "import", "-c", 'CMD ["/bin/bash"]', "-", OFFLINE_BASE],
+        imp = subprocess.run(["docker", "import", "-c", 'CMD ["/bin/bash"]', "-", tag],
                              stdin=tar.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         tar.wait()
         if imp.returncode != 0:
@@ -135,10 +135,11 @@ def fill_wheelhouse(dest: Path, train: bool, progress: Progress) -> None:
 
 
 def build_image(progress: Progress, train: bool = False, offline: Optional[bool] = None,
-                no_cache: bool = False) -> str:
+                no_cache: bool = False, base: Optional[str] = None, tag: Optional[str] = None) -> str:
+    """Build the node image; ``base``/``tag`` override the defaults (benchmarks use their own)."""
     require_engine()
-    base = ensure_base(progress, offline)
-    tag = image_tag(train)
+    base = base or ensure_base(progress, offline)
+    tag = tag or image_tag(train)
     with tempfile.TemporaryDirectory(prefix="simcluster-build-") as tmp:
         ctx = Path(tmp)
         for name in ("Dockerfile", "entrypoint.sh"):

@@ -22,6 +22,11 @@ from provisioner.slurm import node_states
 from provisioner.state import ClusterState, all_states, locked, port_lock, reserved_ports
 
 
+def _print_err(msg: str) -> None:
+    import sys
+    print(msg, file=sys.stderr, flush=True)
+
+
 def _user() -> str:
     try:
         return getpass.getuser()
@@ -76,6 +81,7 @@ class LocalProvider:
             nss = self.sanity_checks(spec)
             if existing is not None or layout.root.exists():
                 # A stopped or half-made cluster of this name: clear it away first.
+                (progress or _print_err)(f" - replacing the stopped or degraded cluster '{spec.name}'")
                 stop_processes(layout.root, list(existing.pids.values()) if existing else [])
                 shutil.rmtree(layout.root, ignore_errors=True)
             ctx = self._new_context(spec, layout, nss, progress)
