@@ -35,8 +35,8 @@ setup-docker:  ## docker.io + debootstrap, and a running dockerd (for the docker
 
 demo: setup  ## bring up a 2-node fake-GPU cluster, run a 2-node job, show status, tear down
 	@set -e; trap '$(SIMCLUSTER) down --name $(DEMO_NAME) >/dev/null 2>&1 || true' EXIT; \
-	$(SIMCLUSTER) up --name $(DEMO_NAME) --nodes 2 --gpus 0,1 --fake-gpus; \
-	echo "+ srun -N2 --gres=gpu:1 (each task prints its node and CUDA_VISIBLE_DEVICES)"; \
+	$(SIMCLUSTER) up --name $(DEMO_NAME) --nodes 2 --gpus 6,7 --fake-gpus; \
+	echo "+ srun -N2 --gres=gpu:1: each task prints its node, its physical GPU and how node1 resolves"; \
 	$(SIMCLUSTER) exec --name $(DEMO_NAME) -- srun -N2 --gres=gpu:1 --label \
 	  bash -c 'echo "$$SLURMD_NODENAME CUDA_VISIBLE_DEVICES=$$CUDA_VISIBLE_DEVICES MASTER=$$(getent hosts node1)"'; \
 	$(SIMCLUSTER) status --name $(DEMO_NAME); \
