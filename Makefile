@@ -3,7 +3,10 @@ SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
 SIMCLUSTER := $(VENV)/bin/simcluster
-APT_PACKAGES := slurmctld slurmd slurm-client munge libnss-wrapper python3-venv procps
+# Accounting (up --accounting) needs slurmdbd and MariaDB's server binaries; the -core
+# packages carry mariadbd without a system database or a service that starts one.
+APT_PACKAGES := slurmctld slurmd slurm-client munge libnss-wrapper python3-venv procps \
+	slurmdbd mariadb-server-core mariadb-client-core
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_NAME ?= demo
 
@@ -23,9 +26,12 @@ setup-apt:
 
 # /usr/bin/python3 (not a user's pyenv): the venv must be usable by other users too,
 # as the rootless tests run simcluster as an unprivileged user.
+# .[train] (torch==2.13.0, deepspeed, megatron-core) lets `simcluster verify` run its
+# training suites, .[deploy] (ansible-core, ansible-runner, paramiko) `simcluster deploy`
+# and `--ssh`; reinstalled only when pyproject.toml changes, so a second setup is quick.
 $(VENV)/.installed: pyproject.toml
 	@test -x $(PY) || /usr/bin/python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test]'
+	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test,train,deploy]'
 	@touch $@
 
 setup-venv: $(VENV)/.installed

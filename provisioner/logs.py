@@ -11,6 +11,7 @@ from typing import List
 
 from provisioner import __version__
 from provisioner.procs import pid_alive
+from provisioner.render import SECRET_FILES, redact_secrets
 from provisioner.slurm import scontrol_show
 from provisioner.state import ClusterState
 
@@ -40,18 +41,26 @@ def export_logs(st: ClusterState, out_dir: Path) -> List[Path]:
                 if f.is_file():
                     target = out_dir / dest / f.name
                     target.parent.mkdir(parents=True, exist_ok=True)
-                    shutil.copyfile(f, target)
+                    if f.name in SECRET_FILES:  # never a password in a bug report
+                        target.write_text(redact_secrets(f.read_text()))
+                    else:
+                        shutil.copyfile(f, target)
                     written.append(target)
     state_copy = json.loads(layout.state_file.read_text()) if layout.state_file.exists() else {}
     state_copy["alive"] = {k: pid_alive(p) for k, p in st.pids.items()}
     put("state.json", json.dumps(state_copy, indent=2, sort_keys=True) + "\n")
     for what in ("node", "job", "partition", "config"):
         put(f"scontrol-show-{what}.txt", scontrol_show(layout.slurm_conf, what))
+    if st.cluster_spec.accounting:
+        from provisioner.actions.accounting import debug_reports
+        for rel, text in debug_reports(st).items():
+            put(rel, text)
     versions = {
         "simcluster": __version__,
         "slurmctld": _version(["slurmctld", "-V"]),
         "slurmd": _version(["slurmd", "-V"]),
         "munged": _version(["munged", "--version"]),
+        **({"mariadbd": _version(["mariadbd", "--version"])} if st.cluster_spec.accounting else {}),
         "python": platform.python_version(),
         "kernel": platform.release(),
         "os": _os_release(),

@@ -6,7 +6,9 @@ builds the template context from a ClusterSpec.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import os
+import re
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -22,9 +24,29 @@ TEMPLATES = {
     "task_prolog.sh": "task_prolog.sh.j2",
 }
 
+# Rendered only for clusters with accounting: true.
+ACCOUNTING_TEMPLATES = {"slurmdbd.conf": "slurmdbd.conf.j2"}
+# Files that hold a password: created mode 0600 (slurmdbd refuses a readable slurmdbd.conf).
+SECRET_FILES = {"slurmdbd.conf"}
+_SECRET_LINE = re.compile(r"^(\s*StoragePass\s*=).*$", re.IGNORECASE | re.MULTILINE)
+
 # Ports used when nothing is running yet (`simcluster render`): Slurm's defaults.
 DEFAULT_CONTROLLER_PORT = 6817
 DEFAULT_FIRST_NODE_PORT = 6818
+
+
+@dataclass
+class AccountingInputs:
+    """Where slurmdbd and its database listen; defaults are Slurm's and MySQL's own."""
+
+    dbd_port: int = 6819
+    storage_port: int = 3306
+    storage_pass: str = "change-me"  # `up` puts a fresh random password here
+    dbd_host: str = "localhost"  # slurmdbd.conf DbdHost: slurmdbd checks it names its own host
+    dbd_addr: str = "127.0.0.1"  # where slurmctld and the client commands reach slurmdbd
+    storage_host: str = "127.0.0.1"
+    storage_user: str = "slurm"
+    storage_loc: str = "slurm_acct_db"
 
 
 @dataclass
@@ -43,6 +65,17 @@ class RenderInputs:
     controller_addr: Optional[str] = "127.0.0.1"
     # Values that replace computed ones (paths inside containers, no TaskProlog, ...).
     extra_context: Dict = field(default_factory=dict)
+    # accounting: true: slurmdbd's and the database's addresses (None: the defaults above).
+    accounting: Optional[AccountingInputs] = None
+
+
+def _default_accounting(inputs: RenderInputs) -> AccountingInputs:
+    """Slurm's and MySQL's default ports, moved up past any port a node or slurmctld has."""
+    used = {inputs.controller_port, *inputs.node_ports.values()}
+    dbd_port = 6819
+    while dbd_port in used:
+        dbd_port += 1
+    return AccountingInputs(dbd_port=dbd_port)
 
 
 def default_ports(spec: ClusterSpec) -> Dict[str, int]:
@@ -97,6 +130,7 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         "hosts_file": str(layout.hosts_file) if inputs.nss_wrapper_lib else "",
         "nss_wrapper_lib": inputs.nss_wrapper_lib or "",
         "state_dir": str(layout.root),
+        "accounting": asdict(inputs.accounting or _default_accounting(inputs)) if spec.accounting else None,
     }
     ctx.update(inputs.extra_context)
     return ctx
@@ -106,18 +140,32 @@ def render_all(spec: ClusterSpec, inputs: RenderInputs) -> Dict[str, str]:
     """Return {file name: text} for every config file of the cluster."""
     env = _environment()
     ctx = build_context(spec, inputs)
-    return {out: env.get_template(tpl).render(**ctx) for out, tpl in TEMPLATES.items()}
+    templates = {**TEMPLATES, **(ACCOUNTING_TEMPLATES if spec.accounting else {})}
+    return {out: env.get_template(tpl).render(**ctx) for out, tpl in templates.items()}
 
 
 def render_hosts_file(spec: ClusterSpec, addr: str = "127.0.0.1",
-                      system_hosts: Path = Path("/etc/hosts")) -> str:
-    """The cluster's hosts file for libnss_wrapper: node names first, then the system's."""
+                      system_hosts: Path = Path("/etc/hosts"), ipv6_mapped: bool = False) -> str:
+    """The cluster's hosts file for libnss_wrapper: node names first, then the system's.
+
+    ``ipv6_mapped`` adds ``::ffff:<addr> <node>`` lines: torch.distributed's TCPStore
+    client looks a name up as IPv6 first (AI_V4MAPPED) and retries that until its timeout,
+    and libnss_wrapper only answers IPv6 lookups from IPv6 lines, so without them every
+    torchrun/init_process_group rendezvous on a node name hangs.
+    """
     lines = [f"{addr} {n.name}" for n in spec.nodes]
     try:
         system = system_hosts.read_text()
     except OSError:
         system = "127.0.0.1 localhost\n"
+    if ipv6_mapped and ":" not in addr:
+        system = system.rstrip("\n") + "\n" + "".join(f"::ffff:{addr} {n.name}\n" for n in spec.nodes)
     return "\n".join(lines) + "\n" + system
+
+
+def redact_secrets(text: str) -> str:
+    """A config file's text with its passwords replaced, fit for a bug report."""
+    return _SECRET_LINE.sub(r"\1<redacted>", text)
 
 
 def write_files(files: Dict[str, str], out_dir: Path) -> List[Path]:
@@ -125,7 +173,13 @@ def write_files(files: Dict[str, str], out_dir: Path) -> List[Path]:
     written = []
     for name, text in files.items():
         path = out_dir / name
-        path.write_text(text)
+        if name in SECRET_FILES:  # never readable by others, not even for a moment
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.fchmod(fd, 0o600)
+            with os.fdopen(fd, "w") as fh:
+                fh.write(text)
+        else:
+            path.write_text(text)
         if name.endswith(".sh"):
             path.chmod(0o755)
         written.append(path)

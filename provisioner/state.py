@@ -34,6 +34,9 @@ class ClusterState:
     phase: str = "starting"  # starting -> running
     created: float = field(default_factory=time.time)
     nss_wrapper_lib: Optional[str] = None
+    # accounting: true only (defaults keep older state files loadable).
+    mariadb_port: Optional[int] = None
+    slurmdbd_port: Optional[int] = None
     version: int = STATE_VERSION
 
     @property
@@ -84,6 +87,7 @@ def reserved_ports(exclude: str = "") -> List[int]:
         if st.name != exclude:
             ports.append(st.controller_port)
             ports.extend(st.node_ports.values())
+            ports.extend(p for p in (st.mariadb_port, st.slurmdbd_port) if p)
     return ports
 
 

@@ -70,7 +70,7 @@ def start_slurmds(ctx: UpContext) -> None:
     """One `slurmd -N <node>` per virtual node, all started at once; readiness is checked later."""
     layout = ctx.layout
     binary = find_binary("slurmd")
-    env = ctx.daemon_env()
+    env = ctx.slurmd_env()
     for node in ctx.spec.nodes:
         argv = [binary, "-D", "-N", node.name, "-f", str(layout.slurm_conf)]
         ctx.record(f"slurmd:{node.name}", spawn(argv, layout.log / f"slurmd-{node.name}.out", env))

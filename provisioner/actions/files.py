@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Optional
 
 from provisioner.actions.context import UpContext
-from provisioner.render import RenderInputs, render_all, render_hosts_file, write_files
+from provisioner.render import AccountingInputs, RenderInputs, render_all, render_hosts_file, write_files
 
 
 def create_dirs(ctx: UpContext) -> None:
@@ -29,13 +30,13 @@ def write_munge_key(ctx: UpContext) -> None:
         fh.write(os.urandom(1024))
 
 
-def write_configs(ctx: UpContext) -> None:
+def write_configs(ctx: UpContext, accounting: Optional[AccountingInputs] = None) -> None:
     st = ctx.state
     inputs = RenderInputs(layout=ctx.layout, hostname=st.hostname, slurm_user=st.user,
                           controller_port=st.controller_port, node_ports=st.node_ports,
-                          nss_wrapper_lib=st.nss_wrapper_lib)
+                          nss_wrapper_lib=st.nss_wrapper_lib, accounting=accounting)
     write_files(render_all(ctx.spec, inputs), ctx.layout.etc)
-    ctx.layout.hosts_file.write_text(render_hosts_file(ctx.spec))
+    ctx.layout.hosts_file.write_text(render_hosts_file(ctx.spec, ipv6_mapped=True))
 
 
 def make_fake_gpus(ctx: UpContext) -> None:

@@ -4,10 +4,21 @@ from __future__ import annotations
 
 import click
 
+from provisioner.config.validate import NAME_RE
 from provisioner.errors import UsageError
 
+
+def check_name(ctx, param, value):
+    """--name of an existing cluster: a plain name, never a path ('../x' or '/tmp' would
+    point status/down outside $SIMCLUSTER_HOME)."""
+    if value is not None and not NAME_RE.match(value):
+        raise click.BadParameter(f"{value!r} is not a valid cluster name "
+                                 "(lowercase letters, digits and '-', starting with a letter, at most 31)")
+    return value
+
+
 name_option = click.option("--name", "-n", default="default", show_default=True, metavar="NAME",
-                           help="Cluster name (state in $SIMCLUSTER_HOME/NAME).")
+                           callback=check_name, help="Cluster name (state in $SIMCLUSTER_HOME/NAME).")
 
 
 def echo_json(data) -> None:
@@ -21,7 +32,7 @@ def fake_gpus_value(text):
         return None
     if text == "all":
         return True
-    if str(text).isdigit() and int(text) > 0:
+    if str(text).isdecimal() and int(text) > 0:
         return int(text)
     raise UsageError(f"--fake-gpus expects a positive GPU count, got {text!r}",
                      "use --fake-gpus alone to simulate the --gpus list, or --fake-gpus 2")

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import click
 
+from provisioner.cli.common import check_name
 from provisioner.errors import UsageError
 from provisioner.providers import all_providers, provider_for
 
 
 @click.command("down")
-@click.option("--name", "-n", default=None, metavar="NAME", help="Cluster to remove  [default: default]")
+@click.option("--name", "-n", default=None, metavar="NAME", callback=check_name,
+              help="Cluster to remove  [default: default]")
 @click.option("--all", "all_", is_flag=True, help="Remove every cluster on this machine (local and docker).")
 def command(name, all_):
     """Stop a cluster's daemons (or containers) and jobs, and delete its state."""

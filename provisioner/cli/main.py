@@ -10,7 +10,7 @@ import click
 from provisioner import __version__
 from provisioner.errors import SimclusterError
 
-COMMANDS = ["up", "down", "status", "list", "env", "exec", "render", "export_logs", "image"]
+COMMANDS = ["up", "down", "status", "list", "env", "exec", "render", "export_logs", "image", "deploy", "verify", "test_cmd"]
 
 
 class _Group(click.Group):
@@ -27,6 +27,13 @@ class _Group(click.Group):
             if exc.details:
                 click.echo(exc.details, err=True)
             ctx.exit(exc.exit_code)
+        except OSError as exc:
+            # A path we cannot use (SIMCLUSTER_HOME under /proc, DIR not writable): one line too.
+            if ctx.obj and ctx.obj.get("verbose"):
+                traceback.print_exc()
+            where = f": {exc.filename}" if exc.filename else ""
+            click.echo(f"error: {exc.strerror or exc}{where}", err=True)
+            ctx.exit(1)
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})

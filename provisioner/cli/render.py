@@ -9,6 +9,7 @@ import click
 
 from provisioner.cli.common import fake_gpus_value
 from provisioner.config import load_spec
+from provisioner.errors import UsageError
 from provisioner.paths import ClusterLayout
 from provisioner.render import DEFAULT_CONTROLLER_PORT, RenderInputs, default_ports, render_all, write_files
 
@@ -35,5 +36,10 @@ def command(config_path, out_dir, name, nodes, gpus, fake_gpus):
     inputs = RenderInputs(layout=ClusterLayout.for_name(spec.name), hostname=socket.gethostname().split(".")[0],
                           slurm_user="slurm", controller_port=spec.controller_port or DEFAULT_CONTROLLER_PORT,
                           node_ports=default_ports(spec), nss_wrapper_lib="libnss_wrapper.so")
-    for path in write_files(render_all(spec, inputs), Path(out_dir)):
+    try:
+        written = write_files(render_all(spec, inputs), Path(out_dir))
+    except OSError as exc:
+        raise UsageError(f"cannot write configs to {out_dir}: {exc.strerror or exc}",
+                         "give --out a directory you can write to") from None
+    for path in written:
         click.echo(f"wrote {path}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from provisioner.cli.common import echo_json, name_option
+from provisioner.deploy.options import ssh_options
 from provisioner.providers import provider_for
 
 
@@ -17,13 +18,21 @@ def _fmt_mem(mb) -> str:
 @click.command("status")
 @name_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@ssh_options
 @click.pass_context
-def command(ctx, name, as_json):
+def command(ctx, name, as_json, ssh, ssh_key, known_hosts, insecure_host_key):
     """Show a cluster's nodes (state, GPUs, CPUs, memory) and whether its daemons live.
 
+    With --ssh USER@HOST, the cluster is one made by 'simcluster deploy', read on its controller.
     Exits 0 when every daemon runs and every node is ready, 1 otherwise.
     """
-    st = provider_for(name).status(name)
+    if ssh:
+        from provisioner.deploy.options import open_session
+        from provisioner.deploy.remote_status import remote_status
+        with open_session(ssh, ssh_key, known_hosts, insecure_host_key) as session:
+            st = remote_status(session)
+    else:
+        st = provider_for(name).status(name)
     if as_json:
         echo_json(st)
     else:
@@ -34,6 +43,12 @@ def command(ctx, name, as_json):
         click.echo(f"  slurmctld {alive(c['alive'])} on port {c['port']}"
                    f"{'' if c['responding'] or not c['alive'] else ' (not responding)'};"
                    f"  munged {alive(st['munged']['alive'])}")
+        acct = st.get("accounting") or {}
+        if acct.get("enabled"):
+            click.echo(f"  accounting {'healthy' if acct['healthy'] else 'UNHEALTHY'}: "
+                       f"slurmdbd {alive(acct['slurmdbd']['alive'])} on port {acct['slurmdbd']['port']};"
+                       f"  MariaDB {alive(acct['mariadb']['alive'])} on port {acct['mariadb']['port']};"
+                       f"  cluster {'registered' if acct['registered'] else 'NOT registered'}")
         click.echo(f"  state: {st['state_dir']}")
         if st.get("shared_dir"):
             click.echo(f"  job files: {st['shared_dir']} (mounted at /shared in every node)")

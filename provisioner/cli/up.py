@@ -22,12 +22,15 @@ from provisioner.providers import get_provider
               help="local: processes on this host; docker: a container per node  [default: local]")
 @click.option("--image", default=None, metavar="IMAGE", help="docker backend: node image  [default: the one 'simcluster image build' made]")
 @click.option("--privileged", is_flag=True, default=None, help="docker backend: run containers --privileged.")
+@click.option("--accounting", is_flag=True, default=None,
+              help="Add slurmdbd with a private MariaDB: sacct, sacctmgr, sshare and fair-share work.")
 @click.option("--config", "-c", "config_path", default=None, metavar="FILE",
               help="Cluster spec YAML (apiVersion: simcluster/v1); flags override it.")
 @click.option("--wait", "wait", type=float, default=None, metavar="SECONDS",
               help="How long to wait for all nodes to be idle  [default: 60]")
 @click.option("--retain", is_flag=True, help="On failure keep what was started, for debugging.")
-def command(name, nodes, gpus, fake_gpus, cpus, memory, backend, image, privileged, config_path, wait, retain):
+def command(name, nodes, gpus, fake_gpus, cpus, memory, backend, image, privileged, accounting, config_path, wait,
+            retain):
     """Create a cluster: a private munged, slurmctld, one slurmd per node.
 
     \b
@@ -37,13 +40,15 @@ def command(name, nodes, gpus, fake_gpus, cpus, memory, backend, image, privileg
       simcluster up --nodes 4 --fake-gpus 8 --cpus 112 --memory 240000
       simcluster up --config configs/examples/seed-node6-node7.yaml --fake-gpus
       simcluster up --backend docker --nodes 2        # containers (builds the image once)
+      simcluster up --nodes 2 --accounting            # + slurmdbd and MariaDB: sacct, sshare
 
     Every job step sees its node's physical GPU ids in CUDA_VISIBLE_DEVICES, and node
     names resolve inside jobs. Running `up` again with the same spec does nothing.
     """
     fake = fake_gpus_value(fake_gpus)
     overrides = {"name": name, "nodes": nodes, "gpus": gpus, "cpus": cpus, "memory": memory,
-                 "backend": backend, "wait": wait, "image": image, "privileged": privileged}
+                 "backend": backend, "wait": wait, "image": image, "privileged": privileged,
+                 "accounting": accounting}
     if fake is not None:
         overrides["fakeGpus"] = fake
     spec = load_spec(config_path, overrides)

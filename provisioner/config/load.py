@@ -34,7 +34,12 @@ def read_yaml(path: str) -> Dict[str, Any]:
     if not p.is_file():
         raise UsageError(f"config file {path} does not exist", "check the path given to --config")
     try:
-        data = yaml.safe_load(p.read_text())
+        text = p.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = "it is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else (exc.strerror or str(exc))
+        raise UsageError(f"cannot read config file {path}: {reason}") from None
+    try:
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""

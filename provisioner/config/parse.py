@@ -6,6 +6,7 @@ import re
 from typing import List, Union
 
 _MEM_RE = re.compile(r"^\s*(\d+)\s*([KMGT]?)(?:i?B)?\s*$", re.IGNORECASE)
+MAX_GPU_ID = 255
 _MEM_FACTOR_MB = {"K": 1 / 1024, "": 1, "M": 1, "G": 1024, "T": 1024 * 1024}
 
 
@@ -37,14 +38,16 @@ def parse_gpu_list(value: Union[str, int, List]) -> List[int]:
             lo, hi = int(m.group(1)), int(m.group(2))
             if lo > hi:
                 raise ValueError(f"bad GPU range {text!r}: start is after end")
+            if hi > MAX_GPU_ID:  # before expanding: '0-99999999999' must not build a huge list
+                raise ValueError(f"GPU id {hi} out of range 0-{MAX_GPU_ID}")
             ids.extend(range(lo, hi + 1))
-        elif text.isdigit():
+        elif text.isdecimal():
             ids.append(int(text))
         else:
             raise ValueError(f"bad GPU id {text!r}: use numbers like '6,7' or a range like '0-3'")
     for g in ids:
-        if g < 0 or g > 255:
-            raise ValueError(f"GPU id {g} out of range 0-255")
+        if g < 0 or g > MAX_GPU_ID:
+            raise ValueError(f"GPU id {g} out of range 0-{MAX_GPU_ID}")
     dupes = sorted({g for g in ids if ids.count(g) > 1})
     if dupes:
         raise ValueError(f"GPU id {dupes[0]} listed twice")

@@ -40,6 +40,7 @@ class ClusterSpec:
     wait: float = 60.0
     image: Optional[str] = None  # docker backend: node image (default: the built one)
     privileged: bool = False  # docker backend: run containers --privileged
+    accounting: bool = False  # slurmdbd + a private MariaDB: sacct, sacctmgr, fair-share
 
     @property
     def all_gpus(self) -> List[int]:
@@ -76,4 +77,5 @@ class ClusterSpec:
         return cls(name=d["name"], backend=d["backend"], nodes=nodes, partitions=parts,
                    fake_gpus=d["fake_gpus"], controller_port=d.get("controller_port"),
                    slurm_conf_extra=tuple(d.get("slurm_conf_extra", ())),
-                   wait=d.get("wait", 60.0), image=d.get("image"), privileged=d.get("privileged", False))
+                   wait=d.get("wait", 60.0), image=d.get("image"), privileged=d.get("privileged", False),
+                   accounting=d.get("accounting", False))

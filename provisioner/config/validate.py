@@ -20,7 +20,7 @@ MAX_NODES = 1024
 
 TOP_KEYS = {"apiVersion", "kind", "name", "backend", "nodes", "nodePrefix", "gpus", "fakeGpus",
             "cpus", "memory", "controllerPort", "partitions", "slurmConf", "wait", "image",
-            "privileged"}
+            "privileged", "accounting"}
 NODE_KEYS = {"name", "gpus", "cpus", "memory", "port"}
 PARTITION_KEYS = {"name", "nodes", "default", "maxTime"}
 
@@ -35,7 +35,7 @@ class _Problems:
 
 def _int_in(p: _Problems, where: str, value: Any, lo: int, hi: int) -> Optional[int]:
     if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and value.strip().isdigit():
+        if isinstance(value, str) and value.strip().isdecimal():
             value = int(value)
         else:
             p.add(where, f"expected a whole number, got {value!r}")
@@ -47,7 +47,7 @@ def _int_in(p: _Problems, where: str, value: Any, lo: int, hi: int) -> Optional[
 
 
 def _unknown_keys(p: _Problems, where: str, d: Dict, allowed: set) -> None:
-    for key in sorted(set(d) - allowed):
+    for key in sorted(set(d) - allowed, key=str):  # YAML keys need not be strings
         close = [a for a in sorted(allowed) if a.lower() == str(key).lower().replace("_", "")]
         hint = f" (did you mean '{close[0]}'?)" if close else f" (allowed: {', '.join(sorted(allowed))})"
         p.add(where, f"unknown key '{key}'{hint}")
@@ -126,7 +126,7 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
 
     wait = raw.get("wait", 60)
     if isinstance(wait, bool) or not isinstance(wait, (int, float)) or not 0 < wait <= 3600:
-        p.add("wait", f"expected seconds between 1 and 3600, got {wait!r}")
+        p.add("wait", f"expected seconds, more than 0 and at most 3600, got {wait!r}")
         wait = 60
 
     image = raw.get("image")
@@ -139,12 +139,20 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
         privileged = False
     if (image or privileged) and backend != "docker":
         p.add("image" if image else "privileged", "only applies to the docker backend (backend: docker)")
+    accounting = raw.get("accounting", False)
+    if not isinstance(accounting, bool):
+        p.add("accounting", f"expected true or false, got {accounting!r}")
+        accounting = False
+    if accounting and backend == "docker":
+        # The hook for a backend: render slurmdbd.conf.j2 for it and start slurmdbd + a database.
+        p.add("accounting", f"is not supported by the {backend} backend yet (use backend: local)")
 
     if p.items:
         raise ConfigError(p.items, source)
     return ClusterSpec(name=name, backend=backend, nodes=tuple(nodes), partitions=tuple(partitions),
                        fake_gpus=fake_gpus, controller_port=controller_port,
-                       slurm_conf_extra=tuple(extra), wait=float(wait), image=image, privileged=privileged)
+                       slurm_conf_extra=tuple(extra), wait=float(wait), image=image, privileged=privileged,
+                       accounting=accounting)
 
 
 def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory: int) -> List[NodeSpec]:

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from provisioner.actions import daemons, files, preflight
+from provisioner.actions import accounting, daemons, files, preflight
 from provisioner.actions.context import UpContext
 from provisioner.actions.wait_ready import wait_nodes_ready
 from provisioner.config.types import ClusterSpec
@@ -65,7 +65,10 @@ class LocalProvider:
     name = "local"
 
     def sanity_checks(self, spec: ClusterSpec) -> str:
-        return preflight.run_preflight(spec, ClusterLayout.for_name(spec.name))
+        nss = preflight.run_preflight(spec, ClusterLayout.for_name(spec.name))
+        if spec.accounting:
+            accounting.check_prerequisites()
+        return nss
 
     # -- up -------------------------------------------------------------------------------
     def up(self, spec: ClusterSpec, retain: bool = False, progress=None) -> str:
@@ -98,13 +101,14 @@ class LocalProvider:
         took = time.monotonic() - ctx.started_at
         gpus = ctx.spec.all_gpus
         gpu_note = f", GPUs {','.join(map(str, gpus))}{' (fake)' if spec.fake_gpus else ''}" if gpus else ""
-        return (f"cluster '{spec.name}' is up: {len(spec.nodes)} nodes idle{gpu_note} in {took:.2f}s\n"
+        acct_note = ", accounting ready (sacct, sshare)" if spec.accounting else ""
+        return (f"cluster '{spec.name}' is up: {len(spec.nodes)} nodes idle{gpu_note}{acct_note} in {took:.2f}s\n"
                 f'use it: eval "$(simcluster env --name {spec.name})"; sinfo')
 
     def _new_context(self, spec: ClusterSpec, layout: ClusterLayout, nss: str, progress) -> UpContext:
         with port_lock():
             needed = [n for n in spec.nodes if n.port is None]
-            count = len(needed) + (0 if spec.controller_port else 1)
+            count = len(needed) + (0 if spec.controller_port else 1) + (2 if spec.accounting else 0)
             free = iter(allocate_ports(count, reserved=reserved_ports(exclude=spec.name))) if count else iter(())
             controller_port = spec.controller_port or next(free)
             node_ports = {n.name: n.port or next(free) for n in spec.nodes}
@@ -112,6 +116,8 @@ class LocalProvider:
                                  hostname=socket.gethostname().split(".")[0], user=_user(),
                                  controller_port=controller_port, node_ports=node_ports,
                                  nss_wrapper_lib=nss)
+            if spec.accounting:
+                state.mariadb_port, state.slurmdbd_port = next(free), next(free)
             ctx = UpContext(spec=spec, state=state)
             if progress is not None:
                 ctx.progress = progress
@@ -121,12 +127,15 @@ class LocalProvider:
 
     def _create(self, ctx: UpContext) -> None:
         n = len(ctx.spec.nodes)
+        acct = accounting.plan(ctx) if ctx.spec.accounting else None
         with ctx.step("writing configs and munge key"):
             files.write_munge_key(ctx)
-            files.write_configs(ctx)
+            files.write_configs(ctx, accounting=acct)
             files.make_fake_gpus(ctx)
         with ctx.step("starting munged"):
             daemons.start_munged(ctx)
+        if acct is not None:
+            accounting.start(ctx, acct)  # database, slurmdbd, associations: before slurmctld
         with ctx.step(f"starting slurmctld on port {ctx.state.controller_port}"):
             daemons.start_slurmctld(ctx)
         with ctx.step(f"starting {n} slurmd"):
@@ -134,6 +143,9 @@ class LocalProvider:
             ctx.state.save()
         with ctx.step(f"waiting for {n} nodes to be idle"):
             wait_nodes_ready(ctx, ctx.spec.wait)
+        if acct is not None:
+            with ctx.step("waiting for slurmctld to register with slurmdbd"):
+                accounting.wait_registered(ctx, ctx.spec.wait)
         ctx.state.phase = "running"
         ctx.state.save()
 
@@ -162,13 +174,15 @@ class LocalProvider:
                           "ready": bool(ns and ns.ready), "gpus": list(n.gpus), "cpus": n.cpus,
                           "memory_mb": n.memory, "port": st.node_ports.get(n.name),
                           "slurmd_alive": alive.get(f"slurmd:{n.name}", False)})
-        healthy = st.phase == "running" and all(alive.values()) and all(x["ready"] for x in nodes)
+        acct = accounting.health(st)
+        healthy = (st.phase == "running" and all(alive.values()) and all(x["ready"] for x in nodes)
+                   and acct.get("healthy", True))
         return {"name": st.name, "backend": st.backend, "phase": st.phase, "healthy": healthy,
                 "fake_gpus": spec.fake_gpus, "state_dir": st.root, "slurm_conf": str(st.layout.slurm_conf),
                 "controller": {"port": st.controller_port, "alive": alive.get("slurmctld", False),
                                "responding": states is not None},
                 "munged": {"alive": alive.get("munged", False), "socket": str(st.layout.munge_socket)},
-                "nodes": nodes}
+                "accounting": acct, "nodes": nodes}
 
     def list_clusters(self) -> List[Dict]:
         result = []

@@ -1,0 +1,62 @@
+"""The accounting check for `verify`: a finished job must show up in sacct, COMPLETED, with its node.
+
+This is what submitit and snakemake's Slurm executor rely on: they read a job's final
+state from `sacct`, and a job sacct does not know stays UNKNOWN to them.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from typing import Optional, Tuple
+
+from provisioner.slurm import run_client
+from provisioner.state import ClusterState
+
+SACCT_FORMAT = "--format=JobID,JobName,State,ExitCode,NodeList"
+JOB_NAME = "simcluster-acct-check"
+
+
+def _sacct_row(st: ClusterState, job_id: str) -> Optional[Tuple[str, str, str, str]]:
+    """(name, state, exit code, node list) of the job's allocation as sacct reports it, or None."""
+    proc = run_client(st.layout.slurm_conf, ["sacct", "-n", "-P", "-X", "-j", job_id, SACCT_FORMAT], timeout=15)
+    for line in proc.stdout.splitlines():
+        fields = line.split("|")
+        if len(fields) == 5 and fields[0] == job_id:
+            return fields[1], fields[2], fields[3], fields[4]
+    return None
+
+
+def check_accounting(st: ClusterState, timeout: float = 60.0) -> Tuple[bool, str]:
+    """Submit a tiny job and wait until sacct reports it COMPLETED on a node.
+
+    Returns (ok, detail); never raises for a cluster that misbehaves, so a verify report
+    can show the detail next to the other checks.
+    """
+    if not st.cluster_spec.accounting:
+        return False, "accounting is not enabled for this cluster (simcluster up --accounting)"
+    try:
+        sub = run_client(st.layout.slurm_conf, ["sbatch", "--parsable", "-N1", "-J", JOB_NAME,
+                                                "-o", "/dev/null", "--wrap", "true"], timeout=15)
+    except (subprocess.TimeoutExpired, OSError) as exc:
+        return False, f"sbatch failed: {exc}"
+    if sub.returncode != 0:
+        return False, f"sbatch failed: {sub.stderr.strip()}"
+    job_id = sub.stdout.strip().split(";")[0]
+    deadline = time.monotonic() + timeout
+    last: Optional[Tuple[str, str, str, str]] = None
+    while time.monotonic() < deadline:
+        try:
+            last = _sacct_row(st, job_id) or last
+        except (subprocess.TimeoutExpired, OSError):
+            pass
+        # Until the job's start record arrives (it can trail a short job's end by ~1 s),
+        # sacct shows a placeholder named 'allocation' with the batch host only.
+        name, state, code, nodes = last or ("", "", "", "")
+        if state == "COMPLETED" and name == JOB_NAME and nodes not in ("", "None assigned"):
+            return True, f"job {job_id} COMPLETED on {nodes} (exit code {code}) according to sacct"
+        if state.split(" ")[0] in ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"):
+            return False, f"job {job_id} ended {state} (exit code {code}) according to sacct"
+        time.sleep(0.2)
+    seen = f"sacct last showed {last[1]}" if last else "sacct never showed it"
+    return False, f"job {job_id} not recorded as COMPLETED within {timeout:.0f}s ({seen})"

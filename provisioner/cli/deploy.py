@@ -1,0 +1,38 @@
+"""`simcluster deploy`: provision a Slurm cluster on real hosts with Ansible."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from provisioner.deploy.apply import deploy
+
+
+@click.command("deploy")
+@click.option("--inventory", "-i", "inventory", required=True, metavar="FILE",
+              help="Ansible inventory: one host in [controller], the nodes in [compute].")
+@click.option("--config", "-c", "config_path", default=None, metavar="FILE",
+              help="Cluster spec YAML (apiVersion: simcluster/v1), as for 'up'.")
+@click.option("--check", is_flag=True, help="Show what would change; change nothing (Ansible check mode).")
+@click.option("--training", is_flag=True,
+              help="Also install torch 2.13.0 (CPU) into /opt/simcluster/venv on every compute host, from wheels collected here.")
+@click.option("--insecure-accept-host-key", "insecure", is_flag=True,
+              help="Do not check SSH host keys (throwaway test hosts only).")
+def command(inventory, config_path, check, training, insecure):
+    """Install munge and Slurm on the inventory's hosts, render the configs from the same
+    templates as 'up', start the daemons and wait until every node is idle.
+
+    \b
+    Examples:
+      simcluster deploy -i inventory.ini
+      simcluster deploy -i inventory.ini --config configs/examples/seed-node6-node7.yaml
+      simcluster deploy -i inventory.ini --training     # torch for DDP jobs
+      simcluster verify --ssh root@head --suite basic,ddp
+
+    Running it again changes nothing unless the inventory or the spec changed.
+    See ansible/inventory.example.ini and docs/deploy.md.
+    """
+    summary = deploy(inventory, config_path, lambda m: print(m, file=sys.stderr, flush=True), check=check,
+                     training=training, insecure_host_keys=insecure)
+    click.echo(summary.line())

@@ -1,0 +1,86 @@
+"""`simcluster verify`: real multi-node jobs prove the cluster works; exit 1 if any check fails."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from provisioner.cli.common import name_option
+from provisioner.deploy.options import ssh_options
+
+
+def verify_options(f):
+    """--suite/--json/--junit/--timeout, shared with `simcluster test`."""
+    f = click.option("--timeout", type=float, default=None, metavar="S",
+                     help="Per-check time limit in seconds  [default: 60 basic, 240 training; signal 105]")(f)
+    f = click.option("--junit", "junit", default=None, metavar="FILE", help="Also write JUnit XML to FILE (for CI).")(f)
+    f = click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout (lines go to stderr).")(f)
+    f = click.option("--suite", "-s", default="all", show_default=True, metavar="LIST",
+                     help="basic,ddp,fsdp,deepspeed,megatron or all")(f)
+    return f
+
+
+def run_and_report(name: str, suite: str, as_json: bool, junit, timeout) -> "object":
+    """Run verify on cluster ``name``; print lines, table, JSON; write JUnit. Returns the VerifyRun."""
+    from provisioner.errors import UsageError
+    from provisioner.providers import provider_for
+    from provisioner.verify import parse_suites, run_verify
+    from provisioner.verify.report import LiveReporter, format_notes, suite_seconds, summary_table, to_json, write_junit
+
+    suites = parse_suites(suite)
+    if timeout is not None and timeout <= 0:
+        raise UsageError("--timeout must be a positive number of seconds")
+    if provider_for(name).name != "local":
+        raise UsageError(f"verify runs on the local backend; '{name}' is a docker cluster",
+                         "run the examples with 'simcluster exec' there")
+    stream = sys.stderr if as_json else sys.stdout
+    live = LiveReporter(stream)
+    run = run_verify(name, suites, live, timeout=timeout, header=live.header)
+    print("", file=stream)
+    print(summary_table(run.results, run.seconds, suite_seconds(run.results)), file=stream)
+    notes = format_notes(run.results)
+    if notes:
+        print(notes, file=stream)
+    if run.failed:
+        print(f"FAILED: job scripts and full outputs are in {run.run_dir}; daemon logs: "
+              f"'simcluster export-logs DIR --name {name}'", file=stream)
+    if junit:
+        write_junit(junit, name, run.results, run.seconds)
+    if as_json:
+        click.echo(to_json(name, run.results, run.seconds, run.run_dir, run.suites))
+    return run
+
+
+@click.command("verify")
+@name_option
+@verify_options
+@ssh_options
+def command(name, suite, as_json, junit, timeout, ssh, ssh_key, known_hosts, insecure_host_key):
+    """Prove the cluster works: real multi-node jobs, a line per check, exit 1 on failure.
+
+    \b
+    Suites (default: all):
+      basic      controller, nodes, srun env over all nodes, GPU ids per node, sbatch
+                 output, job array, afterok dependency, --signal before the time limit,
+                 requeue + resume from checkpoint
+      ddp        DistributedDataParallel across 2 nodes (torchrun)
+      fsdp       FSDP fully_shard across 2 nodes, sharding + DCP checkpoint reload
+      deepspeed  DeepSpeed ZeRO-3 across 2 nodes (srun python, the seeds' style)
+      megatron   megatron-core GPTModel with tensor parallel 2 across 2 nodes
+    Training suites need `pip install -e '.[train]'`; without it they are SKIP.
+    They use CUDA + NCCL on nodes with real GPUs, else CPU + gloo.
+
+    \b
+    Examples:
+      simcluster verify --suite basic
+      simcluster verify --suite all --json --junit verify.xml
+      simcluster verify --ssh root@head --suite basic,ddp   # a cluster made by 'simcluster deploy'
+    """
+    if ssh:  # a deployed cluster: suites basic and ddp, run on its controller over SSH
+        from provisioner.deploy.verify_ssh import verify_over_ssh
+        click.get_current_context().exit(verify_over_ssh(
+            ssh, ssh_key, known_hosts, insecure_host_key, suite, as_json,
+            lambda m: print(m, file=sys.stderr, flush=True)))
+    run = run_and_report(name, suite, as_json, junit, timeout)
+    click.get_current_context().exit(1 if run.failed else 0)

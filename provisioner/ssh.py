@@ -1,0 +1,212 @@
+"""Run commands on, and copy files to, a remote host over SSH (paramiko).
+
+Used by `status --ssh` and `verify --ssh` against clusters made by `simcluster deploy`.
+Authentication: a key file (--ssh-key) or, without one, the SSH agent and the default keys
+in ~/.ssh. Host keys are checked against known_hosts by default (~/.ssh/known_hosts, or
+--known-hosts FILE); --insecure-accept-host-key accepts unknown keys (test rigs only) but
+still refuses a key that contradicts known_hosts. Every failure is one clear line.
+"""
+
+from __future__ import annotations
+
+import getpass
+import os
+import posixpath
+import re
+import shlex
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import List, Optional
+
+from provisioner.errors import PrerequisiteError, SimclusterError, UsageError
+
+DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa")
+
+
+class RemoteError(SimclusterError):
+    """An SSH connection or remote command failed (exit 1)."""
+
+
+class HostUnreachable(RemoteError):
+    """The host does not answer on its SSH port."""
+
+
+class AuthFailed(RemoteError):
+    """The host refused every key we offered."""
+
+
+class HostKeyError(RemoteError):
+    """The host's key is unknown or does not match known_hosts."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """user@host[:port] as typed after --ssh."""
+
+    user: str
+    host: str
+    port: int = 22
+
+    def __str__(self) -> str:
+        return f"{self.user}@{self.host}" + (f":{self.port}" if self.port != 22 else "")
+
+
+def parse_target(text: str) -> Target:
+    """Parse 'user@host', 'host', 'user@host:2222' or 'user@[::1]:2222'."""
+    m = re.fullmatch(r"(?:([^@\s]+)@)?(\[[^\]]+\]|[^:@\s]+)(?::(\d+))?", text or "")
+    if not m:
+        raise UsageError(f"--ssh expects user@host[:port], got {text!r}")
+    user = m.group(1) or getpass.getuser()
+    host = m.group(2).strip("[]")
+    port = int(m.group(3) or 22)
+    if not 0 < port < 65536:
+        raise UsageError(f"--ssh: port {port} is out of range 1-65535")
+    return Target(user, host, port)
+
+
+@dataclass
+class Result:
+    """What a remote command gave back."""
+
+    rc: int
+    stdout: str
+    stderr: str
+
+
+def _paramiko():
+    try:
+        import paramiko
+    except ImportError:
+        raise PrerequisiteError("SSH support needs paramiko",
+                                "pip install 'simcluster[deploy]'") from None
+    return paramiko
+
+
+class _AcceptUnknown:
+    """Missing-host-key policy for --insecure-accept-host-key: accept, remember for this session only."""
+
+    def missing_host_key(self, client, hostname, key):
+        client.get_host_keys().add(hostname, key.get_name(), key)
+
+
+class SSHSession:
+    """One SSH connection: run commands, copy files. Use as a context manager."""
+
+    def __init__(self, target: Target, key_file: Optional[str] = None, known_hosts: Optional[str] = None,
+                 accept_unknown_host_key: bool = False, timeout: float = 10.0):
+        self.target = target
+        self.key_file = key_file
+        self.known_hosts = known_hosts
+        self.accept_unknown = accept_unknown_host_key
+        self.timeout = timeout
+        self._client = None
+        self._sftp = None
+
+    # -- connecting -------------------------------------------------------------------------
+    def _tried(self) -> str:
+        if self.key_file:
+            return f"key {self.key_file}"
+        keys = [str(p) for p in (Path.home() / ".ssh" / k for k in DEFAULT_KEYS) if p.exists()]
+        agent = "agent" if os.environ.get("SSH_AUTH_SOCK") else "no agent running"
+        return ", ".join([f"key {k}" for k in keys] + [agent]) if keys else f"no key in ~/.ssh, {agent}"
+
+    def connect(self) -> "SSHSession":
+        paramiko = _paramiko()
+        t = self.target
+        where = f"{t.host}:{t.port}"
+        if self.key_file and not Path(self.key_file).is_file():
+            raise UsageError(f"SSH key {self.key_file} does not exist", "check --ssh-key")
+        client = paramiko.SSHClient()
+        if self.known_hosts:
+            if not Path(self.known_hosts).is_file():
+                raise UsageError(f"known_hosts file {self.known_hosts} does not exist", "check --known-hosts")
+            client.load_host_keys(self.known_hosts)
+        else:
+            client.load_system_host_keys()
+        client.set_missing_host_key_policy(_AcceptUnknown() if self.accept_unknown else paramiko.RejectPolicy())
+        try:
+            client.connect(t.host, port=t.port, username=t.user, key_filename=self.key_file,
+                           look_for_keys=self.key_file is None, allow_agent=self.key_file is None,
+                           timeout=self.timeout, banner_timeout=self.timeout, auth_timeout=self.timeout)
+        except socket.gaierror:
+            raise HostUnreachable(f"cannot reach host {where}: the name does not resolve",
+                                  "check the host name given to --ssh") from None
+        except paramiko.BadHostKeyException:
+            raise HostKeyError(f"host key of {where} does not match known_hosts: refusing to connect",
+                               "if the host was reinstalled, remove its old key with ssh-keygen -R") from None
+        except (paramiko.AuthenticationException, paramiko.SSHException) as exc:
+            if not isinstance(exc, paramiko.AuthenticationException) and \
+                    "No authentication methods available" not in str(exc):
+                return self._other_ssh_error(exc, where)
+            raise AuthFailed(f"authentication failed for {t.user}@{t.host} (tried {self._tried()})",
+                             "pass the right key with --ssh-key, or load it into ssh-agent") from None
+        except paramiko.ssh_exception.NoValidConnectionsError as exc:
+            reason = "connection refused" if all(getattr(e, "errno", None) == 111 for e in exc.errors.values()) \
+                else "; ".join(sorted({str(e) for e in exc.errors.values()}))
+            raise HostUnreachable(f"cannot reach host {where}: {reason}", "is sshd running there?") from None
+        except (socket.timeout, TimeoutError):
+            raise HostUnreachable(f"cannot reach host {where}: no answer within {self.timeout:.0f}s") from None
+        except OSError as exc:
+            raise HostUnreachable(f"cannot reach host {where}: {exc.strerror or exc}") from None
+        self._client = client
+        return self
+
+    def _other_ssh_error(self, exc, where: str):
+        t = self.target
+        if "not found in known_hosts" in str(exc):
+            hint = (f"add it: ssh-keyscan -p {t.port} {t.host} >> ~/.ssh/known_hosts after checking it, "
+                    "or on a test rig pass --insecure-accept-host-key")
+            raise HostKeyError(f"host key of {where} is not known (host key checking is on)", hint) from None
+        raise RemoteError(f"SSH to {where} failed: {exc}") from None
+
+    def __enter__(self) -> "SSHSession":
+        return self.connect() if self._client is None else self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._sftp is not None:
+            self._sftp.close()
+        if self._client is not None:
+            self._client.close()
+        self._client = self._sftp = None
+
+    # -- commands and files -------------------------------------------------------------------
+    def run(self, argv: List[str], timeout: float = 60.0, stdin: Optional[str] = None) -> Result:
+        """Run argv (quoted for the remote shell); return rc, stdout, stderr."""
+        return self.run_shell(" ".join(shlex.quote(a) for a in argv), timeout=timeout, stdin=stdin)
+
+    def run_shell(self, command: str, timeout: float = 60.0, stdin: Optional[str] = None) -> Result:
+        """Run a shell command line on the host."""
+        assert self._client is not None, "connect() first"
+        try:
+            chan_in, out, err = self._client.exec_command(command, timeout=timeout)
+            if stdin is not None:
+                chan_in.write(stdin)
+            chan_in.channel.shutdown_write()
+            stdout = out.read().decode(errors="replace")
+            stderr = err.read().decode(errors="replace")
+            rc = out.channel.recv_exit_status()
+        except (socket.timeout, TimeoutError):
+            raise RemoteError(f"'{command[:60]}' on {self.target.host} did not finish within {timeout:.0f}s") from None
+        return Result(rc, stdout, stderr)
+
+    def _sftp_client(self):
+        if self._sftp is None:
+            assert self._client is not None, "connect() first"
+            self._sftp = self._client.open_sftp()
+        return self._sftp
+
+    def write_file(self, path: str, text: str, mode: int = 0o644) -> None:
+        """Write text to path on the host, creating its directory."""
+        self.run(["mkdir", "-p", posixpath.dirname(path)])
+        sftp = self._sftp_client()
+        with sftp.open(path, "w") as fh:
+            fh.write(text)
+        sftp.chmod(path, mode)
+
+    def read_file(self, path: str) -> str:
+        with self._sftp_client().open(path, "r") as fh:
+            return fh.read().decode(errors="replace")

@@ -1,0 +1,332 @@
+"""The basic suite: Slurm itself works on this cluster, proven with real jobs.
+
+Each check function takes the VerifyContext and returns an Outcome (PASS) or raises
+CheckFailed/CheckSkipped/JobError. The job scripts are templates in workloads/basic_*.sbatch.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+from provisioner.config.types import ClusterSpec
+from provisioner.slurm import node_states
+from provisioner.verify.context import Submitted, VerifyContext, render_template
+from provisioner.verify.jobs import JobError
+from provisioner.verify.outcome import CheckFailed, CheckSkipped, Outcome
+
+MEM = "32M"  # tiny: verify's jobs must fit beside whatever else runs
+
+
+def parse_kv(line: str) -> Dict[str, str]:
+    """'TAG a=1 b=x y' -> {'a': '1', 'b': 'x y'}: values run until the next key=."""
+    out: Dict[str, str] = {}
+    key = None
+    for token in line.split()[1:]:
+        k, sep, v = token.partition("=")
+        if sep and k.replace("_", "").isalnum():
+            key = k
+            out[key] = v
+        elif key is not None:
+            out[key] += " " + token
+    return out
+
+
+def lines_with(path: Path, tag: str) -> List[Dict[str, str]]:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return []
+    return [parse_kv(line) for line in text.splitlines() if line.startswith(tag + " ")]
+
+
+def partition_line(part: Optional[str]) -> str:
+    return f"#SBATCH --partition={part}" if part else ""
+
+
+def covering_partitions(spec: ClusterSpec) -> List[Tuple[Optional[str], List[str]]]:
+    """Partitions whose nodes together cover every node, the default one first.
+
+    A job runs in one partition, so "srun over all nodes" means one job per partition
+    needed to reach them all (usually just the default partition).
+    """
+    names = [n.name for n in spec.nodes]
+    parts = sorted(spec.partitions, key=lambda p: (not p.default, -len(p.nodes)))
+    if not parts:
+        return [(None, names)]
+    left, chosen = set(names), []
+    for p in parts:
+        if left & set(p.nodes):
+            chosen.append((p.name, [n for n in names if n in p.nodes]))
+            left -= set(p.nodes)
+    if left:  # nodes in no partition: Slurm cannot run anything there; show it
+        chosen.append((None, sorted(left)))
+    return chosen
+
+
+def training_partition(spec: ClusterSpec, nodes: int) -> Optional[Tuple[Optional[str], List[str]]]:
+    """The partition a multi-node training job uses: the default one when it is big enough."""
+    for part, members in covering_partitions(spec):
+        if len(members) >= nodes:
+            return part, members
+    for p in spec.partitions:
+        if len(p.nodes) >= nodes:
+            return p.name, list(p.nodes)
+    return None
+
+
+def expand_nodelist(ctx: VerifyContext, nodelist: str) -> List[str]:
+    proc = ctx.client.run(["scontrol", "show", "hostnames", nodelist], timeout=10)
+    return proc.stdout.split() if proc.returncode == 0 else []
+
+
+# -- checks ---------------------------------------------------------------------------------
+def check_controller(ctx: VerifyContext) -> Outcome:
+    proc = ctx.client.run(["scontrol", "ping"], timeout=15)
+    text = (proc.stdout + proc.stderr).strip()
+    if proc.returncode != 0 or " is UP" not in text:
+        raise CheckFailed(f"slurmctld does not answer: {text or 'no output'}",
+                          hint=f"see {ctx.state.layout.daemon_log('slurmctld')}")
+    return Outcome(text.splitlines()[0])
+
+
+def check_nodes(ctx: VerifyContext) -> Outcome:
+    states = node_states(ctx.client.slurm_conf)
+    if states is None:
+        raise CheckFailed("sinfo does not answer")
+    bad, seen = [], []
+    for name in ctx.node_names:
+        st = states.get(name)
+        seen.append(f"{name}={st.state if st else 'missing'}")
+        # idle, or busy with other people's jobs (mixed/allocated): all schedulable.
+        if st is None or not st.ready:
+            bad.append(f"{name} is {st.state if st else 'missing'}{' (' + st.reason + ')' if st and st.reason else ''}")
+    if bad:
+        raise CheckFailed("; ".join(bad), hint=f"slurmd logs: {ctx.state.layout.log}")
+    return Outcome(f"{len(ctx.node_names)} nodes ready: {' '.join(seen)}")
+
+
+def check_srun_env(ctx: VerifyContext) -> Outcome:
+    check = "basic.srun-env"
+    jobs: List[Tuple[List[str], Submitted]] = []
+    # Two tasks per node make SLURM_LOCALID meaningful. --overcommit charges one CPU per
+    # node, but Slurm still waits for two free ones: a 1-CPU node gets one task.
+    per_node = 2 if min(n.cpus for n in ctx.spec.nodes) >= 2 else 1
+    for part, nodes in covering_partitions(ctx.spec):
+        script = render_template("basic_env.sbatch", {
+            "NODES": len(nodes), "TASKS_PER_NODE": per_node, "TIME": ctx.time_minutes(ctx.limit(60)), "MEM": MEM,
+            "PARTITION_LINE": partition_line(part)})
+        jobs.append((nodes, ctx.submit(check, script, [f"--nodelist={','.join(nodes)}"], name=f"env-{part or 'none'}.sh")))
+    notes = []
+    for nodes, job in jobs:
+        ctx.wait_ok(job, ctx.limit(60))
+        problems = _env_problems(ctx, job, nodes, per_node)
+        if problems:
+            raise CheckFailed("; ".join(problems[:6]), output=job.output)
+        notes.append(f"{len(nodes) * per_node} tasks on {len(nodes)} nodes")
+    return Outcome(", ".join(notes) + ": PROCID/NODEID/LOCALID/NTASKS/JOB_NODELIST right in batch and step; "
+                   "the first node's name resolves; no GPU without --gres")
+
+
+def _env_problems(ctx: VerifyContext, job: Submitted, nodes: List[str], per_node: int) -> List[str]:
+    total = len(nodes) * per_node
+    batch = lines_with(job.output, "BATCH")
+    tasks = lines_with(job.output, "TASK")
+    problems: List[str] = []
+    if len(batch) != 1:
+        return [f"expected one BATCH line, got {len(batch)}"]
+    b = batch[0]
+    order = expand_nodelist(ctx, b.get("nodelist", ""))
+    if sorted(order) != sorted(nodes):
+        problems.append(f"SLURM_JOB_NODELIST={b.get('nodelist')} expands to {order}, expected {nodes}")
+    want = {"job": job.job_id, "num_nodes": str(len(nodes)), "ntasks": str(total), "submit_dir": str(job.workdir)}
+    for key, value in want.items():
+        if b.get(key) != value:
+            problems.append(f"batch step: {key}={b.get(key)!r}, expected {value!r}")
+    if order and b.get("node") != order[0]:
+        problems.append(f"batch step ran on {b.get('node')}, expected the first node {order[0]}")
+    if len(tasks) != total:
+        problems.append(f"srun step: {len(tasks)} tasks answered, expected {total}")
+        return problems
+    procids = sorted(int(t.get("procid", -1)) for t in tasks)
+    if procids != list(range(total)):
+        problems.append(f"SLURM_PROCID values {procids}, expected 0..{total - 1}")
+    localids: Dict[str, List[int]] = {}
+    for t in tasks:
+        node = t.get("node", "?")
+        for key, value in (("job", job.job_id), ("ntasks", str(total)), ("nodelist", b.get("nodelist")),
+                           ("num_nodes", str(len(nodes)))):
+            if t.get(key) != value:
+                problems.append(f"task {t.get('procid')} on {node}: {key}={t.get(key)!r}, expected {value!r}")
+        if order and node in order and t.get("nodeid") != str(order.index(node)):
+            problems.append(f"task {t.get('procid')} on {node}: SLURM_NODEID={t.get('nodeid')}, expected {order.index(node)}")
+        if t.get("procid", "").isdigit() and order and node != order[min(int(t["procid"]) // per_node, len(order) - 1)]:
+            problems.append(f"task {t['procid']} ran on {node}, block distribution puts it on {order[int(t['procid']) // per_node]}")
+        localids.setdefault(node, []).append(int(t.get("localid", -1)))
+        if t.get("cvd") not in ("", "unset"):
+            problems.append(f"task {t.get('procid')} on {node}: a job without --gres sees CUDA_VISIBLE_DEVICES={t.get('cvd')!r}")
+        if not t.get("master"):
+            problems.append(f"task {t.get('procid')} on {node}: the first node's name does not resolve")
+    for node, ids in localids.items():
+        if sorted(ids) != list(range(per_node)):
+            problems.append(f"{node}: SLURM_LOCALID values {sorted(ids)}, expected 0..{per_node - 1}")
+    return problems
+
+
+def check_gpus(ctx: VerifyContext) -> Outcome:
+    check = "basic.gpus"
+    groups: Dict[Tuple[Optional[str], int], List[str]] = {}
+    for part, members in covering_partitions(ctx.spec):
+        for name in members:
+            n = len(ctx.spec.node(name).gpus)
+            if n:
+                groups.setdefault((part, n), []).append(name)
+    if not groups:
+        raise CheckSkipped("no node has GPUs (up --gpus or --fake-gpus gives them)")
+    jobs = []
+    for (part, count), nodes in groups.items():
+        script = render_template("basic_gpus.sbatch", {"NODES": len(nodes), "GPUS": count, "MEM": MEM,
+                                                      "TIME": ctx.time_minutes(ctx.limit(60)),
+                                                      "PARTITION_LINE": partition_line(part)})
+        jobs.append((nodes, ctx.submit(check, script, [f"--nodelist={','.join(nodes)}"], name=f"gpus-{part or 'none'}-{count}.sh")))
+    seen = []
+    for nodes, job in jobs:
+        ctx.wait_ok(job, ctx.limit(60))
+        problems = []
+        steps = {d.get("node"): d.get("cvd") for d in lines_with(job.output, "STEP")}
+        batch = lines_with(job.output, "BATCH")
+        for name in nodes:
+            want = ",".join(str(g) for g in ctx.spec.node(name).gpus)
+            if steps.get(name) != want:
+                problems.append(f"{name}: a step with its GPUs sees CUDA_VISIBLE_DEVICES={steps.get(name)!r}, expected {want!r}")
+            seen.append(f"{name}={want}")
+        if batch:
+            bnode = batch[0].get("node")
+            want = ",".join(str(g) for g in ctx.spec.node(bnode).gpus) if bnode in ctx.node_names else None
+            if batch[0].get("cvd") != want:
+                problems.append(f"batch step on {bnode}: CUDA_VISIBLE_DEVICES={batch[0].get('cvd')!r}, expected {want!r}")
+        if problems:
+            raise CheckFailed("; ".join(problems[:6]), output=job.output)
+    fake = " (fake)" if ctx.spec.fake_gpus else ""
+    return Outcome(f"physical GPU ids{fake} in batch and srun steps: {' '.join(seen)}")
+
+
+def check_sbatch_output(ctx: VerifyContext) -> Outcome:
+    check = "basic.sbatch-output"
+    workdir = ctx.check_dir(check)
+    script = render_template("basic_output.sbatch", {"TIME": ctx.time_minutes(ctx.limit(60)), "MEM": MEM,
+                                                    "ERROR": workdir / "err-%j.txt"})
+    job = ctx.submit(check, script, output="out-%j.txt")
+    ctx.wait_ok(job, ctx.limit(60))
+    err = workdir / f"err-{job.job_id}.txt"
+    try:
+        out_text, err_text = job.output.read_text(), err.read_text()
+    except OSError as exc:
+        raise CheckFailed(f"output file missing: {exc}", output=job.output)
+    if f"stdout of job {job.job_id}" not in out_text or f"stderr of job {job.job_id}" not in err_text:
+        raise CheckFailed(f"unexpected contents: stdout={out_text.strip()!r} stderr={err_text.strip()!r}", output=job.output)
+    return Outcome(f"--output and --error (%j={job.job_id}) written: {job.output.name}, {err.name}")
+
+
+def check_array(ctx: VerifyContext) -> Outcome:
+    check, count = "basic.array", 4
+    script = render_template("basic_array.sbatch", {"ARRAY": f"0-{count - 1}", "TIME": ctx.time_minutes(ctx.limit(60)),
+                                                   "MEM": MEM})
+    job = ctx.submit(check, script, output="array-%A_%a.out")
+    ctx.wait_ok(job, ctx.limit(60))
+    problems, tasks = [], []
+    for i in range(count):
+        path = job.workdir / f"array-{job.job_id}_{i}.out"
+        found = lines_with(path, "ARRAY")
+        if not found:
+            problems.append(f"task {i}: no output ({path.name})")
+            continue
+        d = found[0]
+        want = {"array_job": job.job_id, "task": str(i), "count": str(count), "min": "0", "max": str(count - 1)}
+        wrong = {k: d.get(k) for k, v in want.items() if d.get(k) != v}
+        if wrong:
+            problems.append(f"task {i}: {wrong}, expected {want}")
+        tasks.append(d.get("job"))
+    if len(set(tasks)) != len(tasks):
+        problems.append(f"array tasks share SLURM_JOB_ID: {tasks}")
+    if problems:
+        raise CheckFailed("; ".join(problems[:6]), output=job.workdir / f"array-{job.job_id}_0.out")
+    return Outcome(f"{count} tasks, SLURM_ARRAY_JOB_ID={job.job_id}, TASK_ID 0..{count - 1}, COUNT/MIN/MAX right")
+
+
+def check_dependency(ctx: VerifyContext) -> Outcome:
+    check = "basic.dependency"
+    limit = ctx.limit(60)
+    text = render_template("basic_dependency.sbatch", {"TIME": ctx.time_minutes(limit), "MEM": MEM})
+    parent = ctx.submit(check, text, env={"ROLE": "parent"}, name="parent.sh")
+    child = ctx.submit(check, text, [f"--dependency=afterok:{parent.job_id}"], env={"ROLE": "child"}, name="child.sh")
+    failing = ctx.submit(check, text, env={"ROLE": "failing-parent"}, name="failing-parent.sh")
+    orphan = ctx.submit(check, text, [f"--dependency=afterok:{failing.job_id}"], env={"ROLE": "child-of-failed"},
+                        name="child-of-failed.sh")
+    ctx.wait_ok(child, limit)
+    if "CHILD ran after" not in child.output.read_text(errors="replace"):
+        raise CheckFailed("the afterok child did not see its parent's result", output=child.output)
+    view = ctx.wait(failing, limit)
+    if view.states != ["FAILED"]:
+        raise CheckFailed(f"the failing parent ended {view.summary}, expected FAILED", output=failing.output)
+
+    def never(v) -> bool:
+        return v.finished or any(t.reason == "DependencyNeverSatisfied" for t in v.tasks.values())
+    view = ctx.wait(orphan, 20, until=never)
+    ctx.client.scancel(orphan.job_id)
+    if orphan.output.exists() and "CHILD-OF-FAILED ran" in orphan.output.read_text(errors="replace"):
+        raise CheckFailed("a job with --dependency=afterok on a FAILED parent ran anyway", output=orphan.output)
+    return Outcome(f"afterok:{parent.job_id} ran only after its parent; afterok on a failed parent stays "
+                   f"pending ({view.summary}) and never runs")
+
+
+def check_signal(ctx: VerifyContext) -> Outcome:
+    check, minutes, sig_time = "basic.signal", 1, 50
+    script = render_template("basic_signal.sbatch", {"TIME": minutes, "SIG_TIME": sig_time, "MEM": MEM})
+    job = ctx.submit(check, script)
+    # Slurm acts on time limits every 30 s: the signal comes within ~30 s of the start,
+    # the kill at most ~30 s after the limit. Wait past both before calling it a hang.
+    view = ctx.wait(job, ctx.limit(minutes * 60 + 45))
+    text = job.output.read_text(errors="replace") if job.output.exists() else ""
+    got = [line for line in text.splitlines() if line.startswith("GOT SIGUSR1")]
+    if not got:
+        raise CheckFailed(f"the batch script never got SIGUSR1 (job {view.summary})", output=job.output)
+    if view.states != ["COMPLETED"]:
+        raise CheckFailed(f"SIGUSR1 came but the job ended {view.summary}", output=job.output)
+    return Outcome(f"--signal=B:USR1@{sig_time} with --time={minutes}: {got[0][4:]}")
+
+
+def check_requeue(ctx: VerifyContext) -> Outcome:
+    check = "basic.requeue"
+    limit = ctx.limit(60)
+    script = render_template("basic_requeue.sbatch", {"TIME": ctx.time_minutes(limit), "MEM": MEM})
+    job = ctx.submit(check, script)
+    ckpt = job.workdir / "checkpoint.txt"
+    deadline = time.monotonic() + limit
+    released = False
+    while time.monotonic() < deadline and not ctx.tracker.stopped:
+        info = ctx.client.show_job(job.job_id)
+        state, restarts = info.get("JobState", "?"), int(info.get("Restarts", "0") or 0)
+        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
+            break
+        if not released and state == "PENDING" and restarts >= 1 and ckpt.exists():
+            # Slurm holds a requeued job back for the credential lifetime (AuthInfo
+            # cred_expire, 120 s by default) before it may start again: release it now.
+            ctx.client.run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"], timeout=10)
+            released = True
+        time.sleep(0.25)
+    else:
+        ctx.client.scancel(job.job_id)
+        raise JobError(f"timed out after {limit:.0f}s (state {state}, restarts {restarts}); cancelled it", job.output)
+    text = job.output.read_text(errors="replace") if job.output.exists() else ""
+    first = [line for line in text.splitlines() if line.startswith("FIRST RUN")]
+    resumed = [line for line in text.splitlines() if line.startswith("RESUMED")]
+    if state != "COMPLETED" or not first or not resumed:
+        raise CheckFailed(f"job ended {state} after {restarts} restart(s); first run seen: {bool(first)}, "
+                          f"resumed: {bool(resumed)}", output=job.output)
+    d = parse_kv(resumed[-1])
+    if d.get("restart_count") != "1" or d.get("step") != "42":
+        raise CheckFailed(f"second run did not resume from the checkpoint: {resumed[-1]}", output=job.output)
+    return Outcome(f"job {job.job_id} requeued once (SLURM_RESTART_COUNT=1) and resumed from step=42")
+

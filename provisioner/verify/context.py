@@ -1,0 +1,117 @@
+"""What every check needs: the cluster, a Slurm client, the job tracker, a run directory."""
+
+from __future__ import annotations
+
+import re
+import socket
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence
+
+from provisioner.config.types import ClusterSpec
+from provisioner.state import ClusterState
+from provisioner.verify.jobs import JobError, JobTracker, SlurmClient
+
+WORKLOADS_DIR = Path(__file__).resolve().parents[1] / "workloads"
+_PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
+
+
+def python_bin_dir() -> Path:
+    """The bin directory of the Python running verify (its venv, unresolved): jobs run on
+    this same host, so they use its python and torchrun."""
+    return Path(sys.executable).parent
+
+
+def free_port() -> int:
+    """A TCP port nobody listens on right now (for a job's MASTER_PORT)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def render_template(name: str, values: Dict[str, object]) -> str:
+    """workloads/<name> with every @@KEY@@ replaced (a missing key is an error, not a blank)."""
+    text = (WORKLOADS_DIR / name).read_text()
+
+    def sub(m: "re.Match[str]") -> str:
+        if m.group(1) not in values:
+            raise KeyError(f"{name}: no value for @@{m.group(1)}@@")
+        return str(values[m.group(1)])
+    return _PLACEHOLDER.sub(sub, text)
+
+
+@dataclass
+class Submitted:
+    """A job verify submitted: its id, directory and output file."""
+
+    job_id: str
+    workdir: Path
+    output: Path
+
+
+@dataclass
+class VerifyContext:
+    state: ClusterState
+    client: SlurmClient
+    tracker: JobTracker
+    run_dir: Path
+    timeout: Optional[float] = None  # --timeout: per-check limit, overrides the defaults
+    job_prefix: str = "scv"
+    jobs: List[str] = field(default_factory=list)
+
+    @property
+    def spec(self) -> ClusterSpec:
+        return self.state.cluster_spec
+
+    @property
+    def node_names(self) -> List[str]:
+        return [n.name for n in self.spec.nodes]
+
+    def limit(self, default: float) -> float:
+        return float(self.timeout) if self.timeout else default
+
+    def check_dir(self, check: str) -> Path:
+        d = self.run_dir / check.replace(".", "-")
+        d.mkdir(parents=True, exist_ok=True)
+        return d
+
+    def time_minutes(self, seconds: float) -> int:
+        """Slurm --time for a job verify will wait ``seconds`` for: a backstop past our own limit."""
+        return max(1, int(seconds // 60) + 1)
+
+    def submit(self, check: str, script_text: str, args: Sequence[str] = (), env: Optional[Dict[str, str]] = None,
+               name: str = "job.sh", output: Optional[str] = None) -> Submitted:
+        """Write ``script_text`` into the check's directory and sbatch it there."""
+        workdir = self.check_dir(check)
+        script = workdir / name
+        script.write_text(script_text)
+        script.chmod(0o755)
+        out_name = output or f"{script.stem}-%j.out"
+        job_id = self.client.sbatch(script, [f"--job-name={self.job_prefix}-{check}", f"--output={workdir / out_name}",
+                                             "--chdir", str(workdir), *args], env=env)
+        self.jobs.append(job_id)
+        self.tracker.watch(job_id)
+        return Submitted(job_id, workdir, workdir / out_name.replace("%j", job_id))
+
+    def wait(self, job: Submitted, timeout: float, until=None):
+        """Wait for the job; on timeout cancel it and raise JobError with its output."""
+        try:
+            return self.tracker.wait(job.job_id, timeout, until)
+        except TimeoutError as exc:
+            self.client.scancel(job.job_id)
+            raise JobError(f"timed out: {exc}; cancelled it", job.output) from None
+
+    def wait_ok(self, job: Submitted, timeout: float) -> None:
+        """Wait for the job to finish and require COMPLETED (exit 0) for every task."""
+        view = self.wait(job, timeout)
+        bad = [s for s in view.states if s != "COMPLETED"]
+        if bad or view.gone and not view.tasks:
+            raise JobError(f"job {job.job_id} ended {view.summary}", job.output)
+
+    def cancel_all(self) -> None:
+        """scancel whatever verify submitted that still runs (after a failure or Ctrl-C)."""
+        active = [j for j in self.tracker.active()]
+        if active:
+            self.client.run(["scancel", *active], timeout=10)
+

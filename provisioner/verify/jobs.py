@@ -1,0 +1,259 @@
+"""Submit verify's jobs to a cluster and follow them to the end, without ever hanging.
+
+One JobTracker per verify run polls `squeue` for *all* jobs in flight with a single call
+every POLL_S seconds (a dozen checks each polling on their own would keep a 2-core host
+busy with squeue processes). Waiting always has a deadline; on expiry the job is
+cancelled and the caller reports a failure with the job's output.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence
+
+from provisioner.slurm import client_env
+
+POLL_S = 0.2
+FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
+                "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
+
+
+class JobError(Exception):
+    """A job could not be submitted, or did not finish as it should; carries its output file."""
+
+    def __init__(self, message: str, output: Optional[Path] = None):
+        super().__init__(message)
+        self.output = output
+
+
+@dataclass
+class TaskState:
+    """One line of squeue: a job, or one task of an array."""
+
+    task_id: str
+    state: str
+    reason: str = ""
+
+
+@dataclass
+class JobView:
+    """What the tracker last saw of a job (every task of it, for arrays)."""
+
+    job_id: str
+    tasks: Dict[str, TaskState] = field(default_factory=dict)
+    seen_at: float = 0.0
+    gone: bool = False  # no longer listed (purged after MinJobAge)
+
+    @property
+    def states(self) -> List[str]:
+        return [t.state for t in self.tasks.values()]
+
+    @property
+    def finished(self) -> bool:
+        return self.gone or (bool(self.tasks) and all(s in FINAL_STATES for s in self.states))
+
+    @property
+    def summary(self) -> str:
+        if not self.tasks:
+            return "gone" if self.gone else "not seen yet"
+        return ", ".join(f"{t.task_id}:{t.state}{'(' + t.reason + ')' if t.reason and t.reason != 'None' else ''}"
+                         for t in sorted(self.tasks.values(), key=lambda t: t.task_id))
+
+
+class SlurmClient:
+    """Slurm client commands against one cluster (SLURM_CONF set, nothing inherited)."""
+
+    def __init__(self, slurm_conf: Path, extra_env: Optional[Dict[str, str]] = None):
+        self.slurm_conf = slurm_conf
+        self.env = client_env(slurm_conf)
+        # A verify started from inside a job must not leak that job's settings into ours.
+        for key in list(self.env):
+            if key.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")) and key != "SLURM_CONF":
+                del self.env[key]
+        self.env.update(extra_env or {})
+
+    def run(self, argv: Sequence[str], timeout: float = 20.0, env: Optional[Dict[str, str]] = None,
+            cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+        full_env = dict(self.env)
+        full_env.update(env or {})
+        try:
+            return subprocess.run(list(argv), env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, timeout=timeout, cwd=str(cwd) if cwd else None)
+        except subprocess.TimeoutExpired:
+            return subprocess.CompletedProcess(list(argv), 124, "", f"{argv[0]} did not answer in {timeout:.0f}s")
+        except OSError as exc:
+            return subprocess.CompletedProcess(list(argv), 127, "", f"{argv[0]}: {exc}")
+
+    def sbatch(self, script: Path, args: Sequence[str] = (), env: Optional[Dict[str, str]] = None) -> str:
+        """Submit ``script``; return the job id. Runs in the script's directory."""
+        proc = self.run(["sbatch", "--parsable", *args, str(script)], env=env, cwd=script.parent)
+        if proc.returncode != 0:
+            raise JobError(f"sbatch {script.name} failed: {(proc.stderr or proc.stdout).strip()}")
+        return proc.stdout.strip().split(";")[0]
+
+    def scancel(self, job_id: str) -> None:
+        self.run(["scancel", job_id], timeout=10)
+
+    def show_job(self, job_id: str) -> Dict[str, str]:
+        """`scontrol show job -o` as a dict (empty when the job is unknown)."""
+        proc = self.run(["scontrol", "show", "job", "-o", job_id], timeout=10)
+        fields: Dict[str, str] = {}
+        if proc.returncode == 0:
+            for token in proc.stdout.split():
+                key, sep, value = token.partition("=")
+                if sep and key not in fields:
+                    fields[key] = value
+        return fields
+
+
+class JobTracker:
+    """Follows every job verify submitted with one squeue call per poll."""
+
+    def __init__(self, client: SlurmClient):
+        self.client = client
+        self._views: Dict[str, JobView] = {}
+        self._cond = threading.Condition()
+        self._thread: Optional[threading.Thread] = None
+        self._stop = False
+        self.last_error = ""
+
+    # -- lifecycle ------------------------------------------------------------------------
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="job-tracker", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        with self._cond:
+            self._stop = True
+            self._cond.notify_all()
+        if self._thread:
+            self._thread.join(timeout=5)
+
+    @property
+    def stopped(self) -> bool:
+        return self._stop
+
+    def watch(self, job_id: str) -> None:
+        with self._cond:
+            self._views.setdefault(job_id, JobView(job_id))
+            self._cond.notify_all()
+
+    def view(self, job_id: str) -> JobView:
+        with self._cond:
+            return self._views.get(job_id) or JobView(job_id)
+
+    def active(self) -> List[str]:
+        with self._cond:
+            return [j for j, v in self._views.items() if not v.finished]
+
+    # -- polling --------------------------------------------------------------------------
+    def _loop(self) -> None:
+        while True:
+            with self._cond:
+                while not self._stop and not any(not v.finished for v in self._views.values()):
+                    self._cond.wait(1.0)
+                if self._stop:
+                    return
+                ids = [j for j, v in self._views.items() if not v.finished]
+            self._poll(ids)
+            with self._cond:
+                self._cond.notify_all()
+                self._cond.wait(POLL_S)
+
+    def _poll(self, ids: List[str]) -> None:
+        proc = self.client.run(["squeue", "--noheader", "--array", "--states=all", f"--jobs={','.join(ids)}",
+                                "--format=%A|%i|%T|%r"], timeout=15)
+        now = time.monotonic()
+        if proc.returncode != 0:
+            # One purged id makes squeue refuse the whole list: ask for each alone.
+            self.last_error = proc.stderr.strip()
+            if len(ids) > 1:
+                for one in ids:
+                    self._poll([one])
+                return
+            if "Invalid job id" in proc.stderr:
+                with self._cond:
+                    view = self._views[ids[0]]
+                    view.gone, view.seen_at = True, now
+            return
+        seen: Dict[str, Dict[str, TaskState]] = {}
+        for line in proc.stdout.splitlines():
+            parts = line.strip().split("|")
+            if len(parts) == 4:
+                seen.setdefault(parts[0], {})[parts[1]] = TaskState(parts[1], parts[2].split()[0], parts[3])
+        with self._cond:
+            for job_id in ids:
+                view = self._views[job_id]
+                if job_id in seen:
+                    view.tasks, view.seen_at = seen[job_id], now
+                elif view.tasks:
+                    view.gone, view.seen_at = True, now  # purged after it ended
+
+    # -- waiting --------------------------------------------------------------------------
+    def wait(self, job_id: str, timeout: float,
+             until: Optional[Callable[[JobView], bool]] = None) -> JobView:
+        """Block until ``until(view)`` (default: the job finished) or ``timeout`` seconds.
+
+        Raises TimeoutError (the caller cancels the job and reports what it printed).
+        """
+        self.watch(job_id)
+        until = until or (lambda v: v.finished)
+        deadline = time.monotonic() + timeout
+        with self._cond:
+            while True:
+                view = self._views[job_id]
+                if until(view):
+                    return view
+                if self._stop:
+                    raise TimeoutError(f"job {job_id} still {view.summary}: verify was interrupted")
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError(f"job {job_id} still {view.summary} after {timeout:.0f}s")
+                self._cond.wait(min(left, 1.0))
+
+
+def tail(path: Optional[Path], lines: int = 25) -> str:
+    """The last ``lines`` lines of a job's output file (or why there is none)."""
+    if path is None:
+        return ""
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 64 * 1024))
+            text = fh.read().decode(errors="replace")
+    except OSError:
+        return f"(no output file: {path})"
+    out = text.splitlines()[-lines:]
+    return "\n".join(out) if out else f"(empty output file: {path})"
+
+
+# "RuntimeError: ...", "torch.distributed.DistBackendError: ...", "slurmstepd: error: ..."
+# (after an optional "[rank1]: " or srun --label "1: " prefix)
+_ERROR_LINE = re.compile(r"^\s*(?:\[rank\d+\]:\s*|\d+:\s*)?"
+                         r"(?:[\w.]+(?:Error|Exception)\b[^:(]*:|slurmstepd\S*: error:|srun: error:|error:)", re.I)
+_NOISE = re.compile(r"SignalException|got signal: 15|Job step aborted|Terminating StepId|task \d+: (Terminated|Exited)")
+
+
+def first_error(path: Optional[Path]) -> str:
+    """The first line of a job's output that reads like the cause of a failure.
+
+    With --kill-on-bad-exit the *other* ranks die last (SIGTERM tracebacks), so the tail
+    of the output hides the rank that failed first; this line names it.
+    """
+    if path is None:
+        return ""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return ""
+    for line in text.splitlines():
+        if _ERROR_LINE.match(line) and not _NOISE.search(line):
+            return line.strip()[:300]
+    return ""

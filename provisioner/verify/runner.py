@@ -1,0 +1,139 @@
+"""Run checks: time each one, catch whatever it raises, never wait without a deadline.
+
+Order: the controller and node checks first (if the controller does not answer, nothing
+else can run and the rest is SKIP). Then the other basic checks all at once (each is a
+small job; Slurm runs them side by side). The two background ones (signal waits on
+Slurm's 30-second time-limit timer; requeue) start when those are through and keep
+running while the training suites run one after the other (on 2 cores, two trainings
+at once are not faster).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+from provisioner.verify.context import VerifyContext
+from provisioner.verify.jobs import JobError, first_error, tail
+from provisioner.verify.outcome import FAIL, PASS, SKIP, CheckFailed, CheckSkipped, Outcome
+
+TAIL_LINES = 25
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str  # "basic.srun-env", "ddp.train"
+    suite: str
+    func: Callable[[VerifyContext], Outcome]
+    description: str
+    background: bool = False  # may still run while later suites run
+    gate: bool = False  # must pass before anything else is tried
+
+
+@dataclass
+class CheckResult:
+    name: str
+    suite: str
+    status: str
+    seconds: float
+    message: str
+    description: str = ""
+    output: Optional[str] = None  # the job's output file
+    tail: str = ""  # its last lines, on failure
+    first_error: str = ""  # the first line of the output that looks like the cause
+    hint: str = ""
+    data: Dict = field(default_factory=dict)
+
+    def to_dict(self) -> Dict:
+        return {"name": self.name, "suite": self.suite, "status": self.status, "seconds": round(self.seconds, 2),
+                "message": self.message, "description": self.description, "output": self.output,
+                "tail": self.tail, "first_error": self.first_error, "hint": self.hint, "data": self.data}
+
+
+def run_one(ctx: VerifyContext, check: Check) -> CheckResult:
+    """Run one check; every exception becomes a FAIL (with the job's output) or a SKIP."""
+    t0 = time.monotonic()
+    res = CheckResult(check.name, check.suite, FAIL, 0.0, "", check.description)
+    try:
+        out = check.func(ctx)
+        res.status, res.message, res.data = PASS, out.message, out.data
+        res.output = str(out.output) if out.output else None
+    except CheckSkipped as exc:
+        res.status, res.message = SKIP, exc.reason
+    except CheckFailed as exc:
+        res.message, res.hint, res.data = exc.message, exc.hint, exc.data
+        _attach_output(res, exc.output)
+    except JobError as exc:
+        res.message = str(exc)
+        _attach_output(res, exc.output)
+    except Exception as exc:  # a bug in the check itself: still a clear FAIL, never a crash
+        res.message = f"internal error: {exc!r}"
+        res.tail = traceback.format_exc(limit=6)
+    res.seconds = time.monotonic() - t0
+    return res
+
+
+def _attach_output(res: CheckResult, output: Optional[Path]) -> None:
+    if output is not None:
+        res.output = str(output)
+        res.tail = tail(output, TAIL_LINES)
+        res.first_error = first_error(output)
+
+
+def skipped(check: Check, reason: str) -> CheckResult:
+    return CheckResult(check.name, check.suite, SKIP, 0.0, reason, check.description)
+
+
+def run_checks(ctx: VerifyContext, checks: List[Check], report: Callable[[CheckResult], None]) -> List[CheckResult]:
+    """Run ``checks`` (in suite order); call ``report`` as each one ends; return all results in order."""
+    results: Dict[str, CheckResult] = {}
+    lock = threading.Lock()
+
+    def done(res: CheckResult) -> None:
+        with lock:
+            results[res.name] = res
+            report(res)
+
+    gates = [c for c in checks if c.gate]
+    rest = [c for c in checks if not c.gate]
+    for check in gates:
+        res = run_one(ctx, check)
+        done(res)
+        if res.status == FAIL:
+            for other in rest:
+                done(skipped(other, f"not run: {check.name} failed"))
+            return [results[c.name] for c in checks]
+
+    concurrent = [c for c in rest if c.suite == "basic"]
+    sequential = [c for c in rest if c.suite != "basic"]
+    pool = ThreadPoolExecutor(max_workers=max(1, len(concurrent)), thread_name_prefix="check")
+    futures: Dict[str, Future] = {}
+    try:
+        # Quick checks first, background ones once those are through: a job that is
+        # pending for resources blocks every later job in its partition (until the
+        # backfill scheduler's next pass, 30 s), and the signal job holds a CPU for up to 30 s.
+        quick = [c for c in concurrent if not c.background]
+        for batch in (quick, [c for c in concurrent if c.background]):
+            for check in batch:
+                fut = pool.submit(run_one, ctx, check)
+                fut.add_done_callback(lambda f: done(f.result()))
+                futures[check.name] = fut
+            if batch is quick:
+                for check in quick:
+                    futures[check.name].result()
+        for check in sequential:
+            done(run_one(ctx, check))
+        for fut in futures.values():
+            fut.result()
+    except BaseException:  # Ctrl-C: cancel our jobs, wake every waiting check, leave at once
+        ctx.cancel_all()
+        ctx.tracker.stop()
+        pool.shutdown(wait=False, cancel_futures=True)
+        raise
+    pool.shutdown(wait=True)  # also runs the last done() callbacks
+    return [results[c.name] for c in checks]

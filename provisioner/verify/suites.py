@@ -1,0 +1,47 @@
+"""Every check verify knows, by suite, in the order they are reported."""
+
+from __future__ import annotations
+
+from typing import List, Sequence
+
+from provisioner.errors import UsageError
+from provisioner.verify import basic, training
+from provisioner.verify.runner import Check
+
+SUITES = ("basic", "ddp", "fsdp", "deepspeed", "megatron")
+
+CHECKS: Sequence[Check] = (
+    Check("basic.controller", "basic", basic.check_controller, "slurmctld answers (scontrol ping)", gate=True),
+    Check("basic.nodes", "basic", basic.check_nodes, "every node is up and schedulable (idle)", gate=True),
+    Check("basic.srun-env", "basic", basic.check_srun_env,
+          "srun over all nodes: SLURM_PROCID/NODEID/LOCALID/NTASKS/JOB_NODELIST in batch and step"),
+    Check("basic.gpus", "basic", basic.check_gpus, "each node's jobs see exactly its physical GPU ids"),
+    Check("basic.sbatch-output", "basic", basic.check_sbatch_output, "an sbatch job writes its --output/--error files"),
+    Check("basic.array", "basic", basic.check_array, "a job array sets SLURM_ARRAY_*"),
+    Check("basic.dependency", "basic", basic.check_dependency, "--dependency=afterok runs only after its parent succeeded"),
+    Check("basic.signal", "basic", basic.check_signal,
+          "--signal=B:USR1@N reaches the batch script before the time limit", background=True),
+    Check("basic.requeue", "basic", basic.check_requeue,
+          "a requeued job resumes from the checkpoint its first run wrote", background=True),
+    Check("ddp.train", "ddp", training.check_ddp, "DistributedDataParallel across 2 nodes"),
+    Check("fsdp.train", "fsdp", training.check_fsdp, "FSDP (fully_shard) across 2 nodes, sharded, DCP checkpoint reload"),
+    Check("deepspeed.zero3", "deepspeed", training.check_deepspeed, "DeepSpeed ZeRO-3 across 2 nodes"),
+    Check("megatron.tp2", "megatron", training.check_megatron, "megatron-core GPTModel, tensor parallel 2 across 2 nodes"),
+)
+
+
+def parse_suites(text: str) -> List[str]:
+    """'basic,ddp' or 'all' -> suite names in canonical order; unknown names are a UsageError."""
+    wanted = [s.strip().lower() for s in (text or "all").split(",") if s.strip()]
+    if not wanted or "all" in wanted:
+        return list(SUITES)
+    unknown = [s for s in wanted if s not in SUITES]
+    if unknown:
+        raise UsageError(f"unknown suite {', '.join(unknown)}", f"choose from {','.join(SUITES)} or all")
+    return [s for s in SUITES if s in wanted]
+
+
+def checks_for(suites: Sequence[str]) -> List[Check]:
+    """The suites' checks; the controller/node gates always come first (they cost ~0.1 s
+    and turn "every training job hung" into "the controller does not answer")."""
+    return [c for c in CHECKS if c.gate or c.suite in suites]

@@ -1,0 +1,582 @@
+#!/usr/bin/env python3
+"""Benchmark the local backend: `up` to all-idle, `down`, and memory per virtual node.
+
+For each size it times the whole `simcluster up` and `simcluster down` commands (wall
+clock, as a user sees them; plus the max RSS of the CLI process itself), and while the
+cluster is up it measures RSS and PSS of every daemon and the CPU time each slurmd took
+to start. It also times a raw baseline: a bash loop that starts the very same daemon
+command lines with the very same configs and polls sinfo, without simcluster; once in a
+plain environment (as the daemons come) and once with what simcluster adds to each
+slurmd's environment. `up` minus the second is simcluster's own overhead.
+
+Usage: python scripts/bench.py [--out docs/benchmarks.md] [--sizes 2,16,64,256]
+                               [--repeat N] [--quick] [--no-raw]
+Every cluster lives under its own SIMCLUSTER_HOME (default /tmp/sc-bench) and is named
+bench-<nodes> (bench-raw-<nodes> for the baseline); each is torn down whatever happens.
+The output file is rewritten down to END_MARKER; hand-written analysis below it is kept.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shlex
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Dict, List, Optional, Tuple
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from provisioner.actions.context import SLURMD_ENV_DEFAULTS  # noqa: E402
+from provisioner.procs import cluster_pids, terminate  # noqa: E402
+
+DEFAULT_SIZES = [2, 16, 64, 256]
+DEFAULT_REPEAT = {2: 5, 16: 5, 64: 3, 256: 2}
+# Targets from the issue (2 cores): median `up` per size, `down` for every size, RSS per node.
+UP_TARGET = {2: 1.5, 256: 20.0}
+DOWN_TARGET = 2.0
+RSS_TARGET_MB = 4.0
+END_MARKER = "<!-- end of generated results: text below this line is kept by scripts/bench.py -->"
+DATA_PREFIX = "<!-- bench-data "  # the raw numbers, for --merge
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+# -- running commands ------------------------------------------------------------------------
+class Cmd:
+    """One finished command: wall seconds, exit code, output, max RSS (KB) of the process,
+    CPU seconds it and the children it waited for used, and CPU seconds the whole machine
+    was busy meanwhile (to tell how much other work competed with it)."""
+
+    def __init__(self, wall: float, rc: int, out: str, err: str, usage, machine_busy: float):
+        self.wall, self.rc, self.out, self.err = wall, rc, out, err
+        self.maxrss_kb = usage.ru_maxrss
+        self.cpu = usage.ru_utime + usage.ru_stime
+        self.machine_busy = machine_busy
+
+
+def machine_busy_s() -> float:
+    """CPU seconds all cores have been busy since boot (/proc/stat, idle and iowait excluded)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    return (sum(ticks) - ticks[3] - ticks[4]) / CLK_TCK
+
+
+def run_timed(argv: List[str], env: Dict[str, str], timeout: float = 600.0) -> Cmd:
+    """Run ``argv`` to completion; wall clock and, from wait4(), its max RSS (as time -v shows)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        busy0 = machine_busy_s()
+        t0 = time.monotonic()
+        proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, cwd=REPO)
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - t0 > timeout:
+                proc.kill()
+                pid, status, usage = os.wait4(proc.pid, 0)
+                break
+            time.sleep(0.002)  # polling costs < 2 ms of resolution, nothing of the command's time
+        wall = time.monotonic() - t0
+        busy = machine_busy_s() - busy0
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        out.seek(0)
+        err.seek(0)
+        return Cmd(wall, proc.returncode, out.read().decode(errors="replace"),
+                   err.read().decode(errors="replace"), usage, busy)
+
+
+class Bench:
+    def __init__(self, home: Path):
+        self.home = home
+        exe = Path(sys.executable).parent / "simcluster"
+        self.cli = [str(exe)] if exe.exists() else [sys.executable, "-m", "provisioner"]
+        self.env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
+        self.env["SIMCLUSTER_HOME"] = str(home)
+
+    def sc(self, *args: str, check: bool = True) -> Cmd:
+        res = run_timed(self.cli + list(args), self.env)
+        if check and res.rc != 0:
+            raise RuntimeError(f"simcluster {' '.join(args)} failed (exit {res.rc}):\n{res.err}{res.out}")
+        return res
+
+    def root(self, name: str) -> Path:
+        return self.home / name
+
+    def state(self, name: str) -> Dict:
+        return json.loads((self.root(name) / "state.json").read_text())
+
+    def down_quietly(self, name: str) -> None:
+        if self.root(name).exists():
+            self.sc("down", "--name", name, check=False)
+
+
+# -- measuring daemons -------------------------------------------------------------------------
+def smaps_rollup(pid: int) -> Dict[str, int]:
+    """Rss, Pss, ... in KB from /proc/<pid>/smaps_rollup ({} if the process is gone)."""
+    vals: Dict[str, int] = {}
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 3 and parts[2] == "kB":
+                    vals[parts[0].rstrip(":")] = int(parts[1])
+    except OSError:
+        pass
+    return vals
+
+
+def smaps_breakdown(pid: int) -> List[Tuple[str, float, float]]:
+    """Where one process's RSS goes: [(what, RSS MB, PSS MB)], from /proc/<pid>/smaps."""
+    groups: Dict[str, List[int]] = {}
+    what = ""
+    try:
+        with open(f"/proc/{pid}/smaps") as f:
+            for line in f:
+                head = line.split()
+                if "-" in head[0] and not head[0].endswith(":"):  # a mapping's header line
+                    path = head[5] if len(head) > 5 else ""
+                    if "/slurm-wlm/libslurmfull" in path:
+                        what = "libslurmfull.so (Slurm's common code)"
+                    elif "/slurm-wlm/" in path:
+                        what = "Slurm plugins (*.so)"
+                    elif "/libc.so" in path:
+                        what = "libc.so.6"
+                    elif path.startswith("/usr/sbin/") or path.startswith("/usr/bin/"):
+                        what = "slurmd executable"
+                    elif path.startswith("/"):
+                        what = "other shared libraries"
+                    else:
+                        what = "heap, stack, anonymous memory"
+                elif head[0] in ("Rss:", "Pss:"):
+                    acc = groups.setdefault(what, [0, 0])
+                    acc[0 if head[0] == "Rss:" else 1] += int(head[1])
+    except OSError:
+        return []
+    rows = [(w, rss / 1024, pss / 1024) for w, (rss, pss) in groups.items()]
+    return sorted(rows, key=lambda r: -r[1])
+
+
+def measure_memory(pids: Dict[str, int]) -> Dict[str, float]:
+    """Per-slurmd RSS/PSS (MB) and the totals of the other daemons, for pids keyed as in state.json."""
+    slurmd = [m for m in (smaps_rollup(p) for k, p in pids.items() if k.startswith("slurmd:")) if m]
+    others = [m for m in (smaps_rollup(p) for k, p in pids.items() if not k.startswith("slurmd:")) if m]
+    mb = lambda kb: kb / 1024.0  # noqa: E731
+    mean = lambda key: mb(statistics.mean(m.get(key, 0) for m in slurmd))  # noqa: E731
+    return {
+        "rss_mean": mean("Rss"),
+        "rss_max": mb(max(m["Rss"] for m in slurmd)),
+        "pss_mean": mean("Pss"),
+        "shared_mean": mean("Shared_Clean") + mean("Shared_Dirty"),
+        "private_mean": mean("Private_Clean") + mean("Private_Dirty"),
+        "ctl_rss": mb(sum(m.get("Rss", 0) for m in others)),
+        "ctl_pss": mb(sum(m.get("Pss", 0) for m in others)),
+        "pss_per_node_all": mb(sum(m.get("Pss", 0) for m in slurmd + others) / max(1, len(slurmd))),
+    }
+
+
+def on_cpu_s(pid: int) -> float:
+    """Seconds ``pid``'s live threads have run, from /proc/<pid>/task/*/schedstat (ns).
+
+    Not /proc/<pid>/stat: its utime and stime are each rounded down to 10 ms ticks, which
+    reads about half of a slurmd's ~20 ms start-up. Threads that already ended are missed.
+    """
+    total = 0
+    try:
+        tids = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tids:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat") as f:
+                total += int(f.read().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return total / 1e9
+
+
+def daemon_cpu(pids: Dict[str, int]) -> Dict[str, float]:
+    """CPU time the daemons have used so far. Right after all-idle that is their start-up
+    cost, which unlike wall time hardly depends on what else runs.
+    Returns the total (s) and the mean per slurmd (ms)."""
+    total, slurmd = 0.0, []
+    for key, pid in pids.items():
+        cpu = on_cpu_s(pid)
+        total += cpu
+        if key.startswith("slurmd:"):
+            slurmd.append(cpu * 1000.0)
+    return {"total": total, "slurmd_ms": statistics.mean(slurmd) if slurmd else 0.0}
+
+
+def others_share(run: Cmd, daemons_total: float) -> float:
+    """Fraction of the machine's cores that processes other than ours kept busy during ``run``."""
+    others = run.machine_busy - run.cpu - daemons_total
+    return max(0.0, others) / (run.wall * (os.cpu_count() or 1))
+
+
+# -- raw baseline ------------------------------------------------------------------------------
+def cmdline(pid: int) -> List[str]:
+    with open(f"/proc/{pid}/cmdline", "rb") as f:
+        return [a.decode() for a in f.read().split(b"\0") if a]
+
+
+def raw_script(root: Path, st: Dict, argvs: Dict[str, List[str]], slurmd_env: Dict[str, str]) -> str:
+    """A bash loop that starts the daemons simcluster started, in the same order, and polls
+    sinfo until every node is idle (slurmd is started once slurmctld listens, and sinfo is
+    polled on the same schedule, as `up` does)."""
+    q = shlex.quote
+    nodes = sorted(st["node_ports"])
+    out = lambda name: q(str(root / "log" / name))  # noqa: E731
+    lines = [
+        "set -e",
+        f"export SLURM_CONF={q(str(root / 'etc' / 'slurm.conf'))} SIMCLUSTER_STATE_DIR={q(str(root))}",
+        f"{shlex.join(argvs['munged'])} >>{out('munged.log')} 2>&1 &",
+        f"until [ -S {q(str(root / 'munge' / 'munge.socket'))} ]; do sleep 0.005; done",
+        f"{shlex.join(argvs['slurmctld'])} >>{out('slurmctld.out')} 2>&1 &",
+        f"until (exec 3<>/dev/tcp/127.0.0.1/{st['controller_port']}) 2>/dev/null; do sleep 0.005; done",
+    ]
+    prefix = "".join(f"{k}={q(v)} " for k, v in slurmd_env.items())
+    lines += [f"{prefix}{shlex.join(argvs[f'slurmd:{n}'])} >>{out(f'slurmd-{n}.out')} 2>&1 &" for n in nodes]
+    lines += [f"all_idle() {{ [ \"$(sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)\" -ge {len(nodes)} ]; }}",
+              f"for delay in {' '.join(poll_delays(len(nodes)))}; do all_idle && exit 0; sleep $delay; done",
+              "until all_idle; do sleep 0.25; done"]
+    return "\n".join(lines) + "\n"
+
+
+def poll_delays(nodes: int, total: float = 30.0) -> List[str]:
+    """The sinfo poll schedule of `up` (provisioner/actions/wait_ready.py): 10 ms, growing
+    1.5x to 50 ms (<= 16 nodes) or 250 ms, where each sinfo costs more. A fixed fast poll
+    would cost the 256-node baseline most of a core (one sinfo takes ~40 ms of CPU there)."""
+    cap = 0.05 if nodes <= 16 else 0.25
+    delays, d = [], 0.01
+    while sum(delays) < total:
+        delays.append(d)
+        d = min(d * 1.5, cap)
+    return [f"{x:.3f}" for x in delays]
+
+
+def reset_cluster_dir(root: Path, st: Dict) -> None:
+    """Kill this cluster's processes and wipe its runtime state, keeping configs and munge key."""
+    terminate(cluster_pids(root, st["pids"].values()), grace=0)
+    dirs = [root / "slurmctld", root / "log", root / "run"] + list((root / "spool").iterdir())
+    for d in dirs:
+        for p in d.iterdir():
+            shutil.rmtree(p) if p.is_dir() else p.unlink()
+    for name in ("munge.socket", "munge.socket.lock", "seed"):
+        (root / "munge" / name).unlink(missing_ok=True)
+
+
+def raw_pids(root: Path, keys) -> Dict[str, int]:
+    """Pids of raw-started daemons, from the pid files they wrote."""
+    pids = {}
+    for key in keys:
+        fname = {"munged": "munged.pid", "slurmctld": "slurmctld.pid"}.get(key) or f"slurmd-{key[7:]}.pid"
+        try:
+            pids[key] = int((root / "run" / fname).read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            pass
+    return pids
+
+
+class RawBaseline:
+    """Daemons started by bash, without simcluster: ``run('plain')`` in this shell's
+    environment, ``run('tuned')`` with simcluster's SLURMD_ENV_DEFAULTS for slurmd.
+
+    `up` makes the cluster directory (configs, key, ports) once; its daemons are then
+    killed and the bash loop restarts them from a clean state for every run.
+    """
+
+    VARIANTS = {"plain": {}, "tuned": SLURMD_ENV_DEFAULTS}
+
+    def __init__(self, b: Bench, nodes: int):
+        self.b, self.nodes, self.name = b, nodes, f"bench-raw-{nodes}"
+        self.env = {k: v for k, v in os.environ.items()
+                    if not k.startswith(("SLURM_", "SIMCLUSTER_")) and k not in SLURMD_ENV_DEFAULTS}
+        self.res: Dict[str, Dict] = {v: {"up": [], "cpu": [], "others": [], "mem": None} for v in self.VARIANTS}
+        b.down_quietly(self.name)
+        b.sc("up", "--name", self.name, "--nodes", str(nodes), "--fake-gpus", str(nodes), "--wait", "300")
+        self.root, self.st = b.root(self.name), b.state(self.name)
+        argvs = {key: cmdline(pid) for key, pid in self.st["pids"].items()}
+        for variant, slurmd_env in self.VARIANTS.items():
+            (self.root / f"raw-start-{variant}.sh").write_text(raw_script(self.root, self.st, argvs, slurmd_env))
+        reset_cluster_dir(self.root, self.st)
+
+    def run(self, variant: str) -> None:
+        run = run_timed(["bash", str(self.root / f"raw-start-{variant}.sh")], self.env, timeout=300)
+        if run.rc != 0:
+            raise RuntimeError(f"raw baseline failed (exit {run.rc}): {run.err}")
+        pids = raw_pids(self.root, self.st["pids"])
+        cpu = daemon_cpu(pids)
+        r = self.res[variant]
+        r["up"].append(run.wall)
+        r["cpu"].append(cpu["slurmd_ms"])
+        r["others"].append(others_share(run, cpu["total"]))
+        if r["mem"] is None:
+            r["mem"] = measure_memory(pids)
+        reset_cluster_dir(self.root, self.st)
+        log(f"  raw ({variant}) {self.nodes:>3} nodes run {len(r['up'])}: all idle in {run.wall:.2f}s, "
+            f"slurmd start-up CPU {cpu['slurmd_ms']:.0f} ms each, others used {100 * r['others'][-1]:.0f}% of the CPUs")
+
+    def close(self) -> None:
+        self.b.down_quietly(self.name)
+
+
+# -- simcluster runs ----------------------------------------------------------------------------
+MAX_FAILED_UPS = 2
+
+
+def bench_size(b: Bench, nodes: int, repeat: int, with_raw: bool) -> Dict:
+    """`repeat` runs of up/down, each followed by the raw baselines: interleaved, so that
+    other load on the machine hits all of them alike."""
+    name = f"bench-{nodes}"
+    r: Dict = {"up": [], "down": [], "cpu": [], "others": [], "cli_rss_mb": 0.0, "mem": None, "failures": []}
+    b.down_quietly(name)
+    raw: Optional[RawBaseline] = None
+    try:
+        if with_raw:
+            raw = RawBaseline(b, nodes)
+        while len(r["up"]) < repeat:
+            i = len(r["up"])
+            up = b.sc("up", "--name", name, "--nodes", str(nodes), "--fake-gpus", str(nodes), "--wait", "300",
+                      check=False)
+            if up.rc != 0:
+                # Record and retry: a failed run says something, but is no timing.
+                first = (up.err.strip().splitlines() or ["(no output)"])[-1]
+                r["failures"].append(first)
+                log(f"  simcluster {nodes:>3} nodes: up FAILED (exit {up.rc}): {first}")
+                b.down_quietly(name)
+                if len(r["failures"]) > MAX_FAILED_UPS:
+                    raise RuntimeError(f"up of {nodes} nodes failed {len(r['failures'])} times:\n{up.err}")
+                continue
+            r["up"].append(up.wall)
+            r["cli_rss_mb"] = max(r["cli_rss_mb"], up.maxrss_kb / 1024)
+            pids = {k: int(v) for k, v in b.state(name)["pids"].items()}
+            cpu = daemon_cpu(pids)
+            r["cpu"].append(cpu["slurmd_ms"])
+            r["others"].append(others_share(up, cpu["total"]))
+            if i == 0:
+                r["mem"] = measure_memory(pids)  # at rest, before any job ran
+                r["breakdown"] = smaps_breakdown(pids["slurmd:node1"])
+                # Untimed: prove the measured cluster works.
+                status = json.loads(b.sc("status", "--name", name, "--json").out)
+                if not status["healthy"]:
+                    raise RuntimeError(f"{name} is up but not healthy: {status}")
+                job = b.sc("exec", "--name", name, "--", "srun", f"-N{min(nodes, 2)}", "hostname")
+                if len(job.out.split()) != min(nodes, 2):
+                    raise RuntimeError(f"srun on {name} printed {job.out!r}")
+            down = b.sc("down", "--name", name)
+            r["down"].append(down.wall)
+            log(f"  simcluster {nodes:>3} nodes run {i + 1}/{repeat}: up {up.wall:.2f}s, down {down.wall:.2f}s, "
+                f"slurmd start-up CPU {cpu['slurmd_ms']:.0f} ms each, others used {100 * r['others'][-1]:.0f}% "
+                f"of the CPUs, CLI max RSS {up.maxrss_kb / 1024:.0f} MB")
+            for variant in RawBaseline.VARIANTS if raw else ():
+                raw.run(variant)
+    finally:
+        b.down_quietly(name)
+        if raw:
+            raw.close()
+    if raw:
+        r["raw"] = raw.res
+    return r
+
+
+# -- machine and report -------------------------------------------------------------------------
+def machine() -> Dict[str, str]:
+    def field(path: str, key: str) -> str:
+        try:
+            for line in Path(path).read_text().splitlines():
+                if line.startswith(key):
+                    return line[len(key):].lstrip(" \t:=").strip().strip('"')
+        except OSError:
+            pass
+        return "?"
+
+    mem_kb = field("/proc/meminfo", "MemTotal").split()[0]
+    slurm = subprocess.run(["slurmd", "-V"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True).stdout
+    debian = Path("/etc/debian_version").read_text().strip() if Path("/etc/debian_version").exists() else "?"
+    return {
+        "cpu": field("/proc/cpuinfo", "model name"),
+        "cores": str(os.cpu_count()),
+        "ram": f"{int(mem_kb) / 1024 / 1024:.1f} GiB" if mem_kb.isdigit() else "?",
+        "kernel": platform.release(),
+        "os": f"{field('/etc/os-release', 'PRETTY_NAME')} (debian_version {debian})",
+        "slurm": slurm.strip(),
+        "python": platform.python_version(),
+        "date": time.strftime("%Y-%m-%d %H:%M %Z"),
+    }
+
+
+def med(xs: List[float]) -> float:
+    return statistics.median(xs)
+
+
+def fmt3(xs: List[float]) -> str:
+    return f"{min(xs):.2f} / {med(xs):.2f} / {max(xs):.2f}" if xs else "-"
+
+
+def verdict(value: float, target: Optional[float]) -> str:
+    if target is None:
+        return "-"
+    return f"≤ {target:g} s: {'PASS' if value <= target else 'MISS'}"
+
+
+def report(results: Dict[int, Dict], mach: Dict[str, str]) -> str:
+    env_text = " ".join(f"`{k}={v}`" for k, v in SLURMD_ENV_DEFAULTS.items())
+    out = ["# Local backend benchmarks", "",
+           "Reproduce: `make bench` (runs `scripts/bench.py --out docs/benchmarks.md`, a few "
+           "minutes). `--sizes 256 --repeat 3 --merge` re-runs one size and keeps the others' rows; "
+           "`--quick --out /tmp/bench.md` is a one-run smoke test.", "",
+           "## Machine", "",
+           f"- CPU: {mach['cpu']}, {mach['cores']} cores; RAM {mach['ram']}",
+           f"- OS: {mach['os']}, kernel {mach['kernel']}",
+           f"- {mach['slurm']}, Python {mach['python']}",
+           f"- Date: {mach['date']}", "",
+           "## `up` to all-idle and `down` (wall seconds of the whole CLI command)", "",
+           "`up` is `simcluster up --name bench-N --nodes N --fake-gpus N` from exec to exit "
+           "(it exits once every node is idle); `down` is `simcluster down --name bench-N`. "
+           "The raw baseline is a bash loop that starts the same munged, slurmctld and slurmd "
+           "command lines with the same configs and polls `sinfo` on the schedule `up` uses "
+           "(every 10 ms, backing off to 50 ms, or 250 ms above 16 nodes) until every node is "
+           "idle: `raw plain` in an ordinary environment, `raw tuned` with what simcluster adds "
+           f"to each slurmd's environment ({env_text}). "
+           "`overhead` = `up` − `raw tuned` (medians): what simcluster itself adds (Python start-up, "
+           "writing configs, checks). `slurmd CPU` is the CPU time one slurmd used to start "
+           "(mean over the nodes, median over the runs); unlike wall time it hardly depends on "
+           "other load. `others` is the share of the machine's CPUs that processes other than "
+           "the benchmark's kept busy during the `up` runs / the raw runs (medians): the noise.", "",
+           "| nodes | runs | up min / median / max | target | raw plain | raw tuned | overhead "
+           "| down min / median / max | target | slurmd CPU ms: up / raw plain / raw tuned | others | measured |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for nodes, r in sorted(results.items()):
+        raw = r.get("raw") or {}
+        plain, tuned = raw.get("plain", {}), raw.get("tuned", {})
+        over = f"{med(r['up']) - med(tuned['up']):+.2f}" if tuned else "-"
+        cpu = " / ".join(f"{med(x['cpu']):.0f}" if x else "-" for x in (r, plain, tuned))
+        raw_others = plain.get("others", []) + tuned.get("others", [])
+        others = f"{100 * med(r['others']):.0f}% / " + (f"{100 * med(raw_others):.0f}%" if raw_others else "-")
+        out.append(f"| {nodes} | {len(r['up'])} | {fmt3(r['up'])} | {verdict(med(r['up']), UP_TARGET.get(nodes))} "
+                   f"| {fmt3(plain.get('up', []))} | {fmt3(tuned.get('up', []))} | {over} "
+                   f"| {fmt3(r['down'])} | {verdict(max(r['down']), DOWN_TARGET)} | {cpu} | {others} "
+                   f"| {r.get('when', '?')} |")
+    out += ["", "`target` for `up` is on the median, for `down` on the slowest run."]
+    failures = [(nodes, f) for nodes, r in sorted(results.items()) for f in r["failures"]]
+    if failures:
+        out += ["", "Failed `up` runs (retried, not counted in the timings):", ""]
+        out += [f"- {nodes} nodes: `{text}`" for nodes, text in failures]
+    out += ["",
+            "## Memory per virtual node while the cluster is idle (MB)", "",
+            "RSS counts every page a process maps, including shared library pages that every "
+            "slurmd maps from the same physical memory; PSS splits each shared page among the "
+            "processes that map it, so the sum of PSS is the memory really used. `all daemons "
+            "PSS / node` also spreads slurmctld and munged over the nodes.", "",
+            f"| nodes | slurmd RSS mean (max) | target ≤ {RSS_TARGET_MB:g} | of which shared / private "
+            "| slurmd PSS | all daemons PSS / node | slurmctld + munged RSS / PSS "
+            "| raw plain slurmd RSS / PSS | raw tuned slurmd RSS / PSS | `up` CLI max RSS |",
+            "|---|---|---|---|---|---|---|---|---|---|"]
+    for nodes, r in sorted(results.items()):
+        m, raw = r["mem"], r.get("raw") or {}
+        rawm = [raw.get(v, {}).get("mem") for v in ("plain", "tuned")]
+        rawtxt = [f"{x['rss_mean']:.2f} / {x['pss_mean']:.2f}" if x else "-" for x in rawm]
+        ok = "PASS" if m["rss_mean"] <= RSS_TARGET_MB else "MISS"
+        out.append(f"| {nodes} | {m['rss_mean']:.2f} ({m['rss_max']:.2f}) | {ok} "
+                   f"| {m['shared_mean']:.2f} / {m['private_mean']:.2f} | {m['pss_mean']:.2f} "
+                   f"| {m['pss_per_node_all']:.2f} | {m['ctl_rss']:.1f} / {m['ctl_pss']:.1f} "
+                   f"| {rawtxt[0]} | {rawtxt[1]} | {r['cli_rss_mb']:.0f} |")
+    biggest = max(results)
+    rows = results[biggest].get("breakdown") or []
+    if rows:
+        out += ["", f"Where the RSS of one slurmd goes ({biggest}-node cluster, node1, MB):", "",
+                "| mapped from | RSS | PSS |", "|---|---|---|"]
+        out += [f"| {what} | {rss:.2f} | {pss:.2f} |" for what, rss, pss in rows]
+        out.append(f"| total | {sum(r[1] for r in rows):.2f} | {sum(r[2] for r in rows):.2f} |")
+    data = json.dumps(_rounded({str(k): v for k, v in sorted(results.items())}), separators=(",", ":"))
+    return "\n".join(out) + f"\n\n{DATA_PREFIX}{data} -->\n{END_MARKER}\n"
+
+
+def _rounded(value):
+    """``value`` with every float rounded to 4 places (a compact bench-data comment)."""
+    if isinstance(value, float):
+        return round(value, 4)
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    return value
+
+
+def previous_results(path: Path) -> Dict[int, Dict]:
+    """The results embedded in an earlier report (for --merge), or {}."""
+    try:
+        text = path.read_text()
+    except OSError:
+        return {}
+    start = text.find(DATA_PREFIX)
+    if start < 0:
+        return {}
+    end = text.find(" -->", start)
+    try:
+        return {int(k): v for k, v in json.loads(text[start + len(DATA_PREFIX):end]).items()}
+    except ValueError:
+        return {}
+
+
+def write_report(path: Path, generated: str) -> None:
+    """Replace the generated part of ``path``, keeping what is written below END_MARKER."""
+    kept = ""
+    if path.exists():
+        old = path.read_text()
+        if END_MARKER in old:
+            kept = old.split(END_MARKER, 1)[1].lstrip("\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(generated + ("\n" + kept if kept else ""))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--out", default=str(REPO / "docs" / "benchmarks.md"))
+    ap.add_argument("--sizes", default=",".join(map(str, DEFAULT_SIZES)), help="node counts, e.g. 2,16,64,256")
+    ap.add_argument("--repeat", type=int, default=None, help="runs per size [default: 5/5/3/2 for 2/16/64/256]")
+    ap.add_argument("--quick", action="store_true", help="sizes 2,16,64, one run each (a smoke run)")
+    ap.add_argument("--no-raw", action="store_true", help="skip the raw-daemon baseline")
+    ap.add_argument("--home", default="/tmp/sc-bench", help="SIMCLUSTER_HOME for the benchmark clusters")
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the other sizes' results already in --out (re-run one disturbed size)")
+    args = ap.parse_args()
+    sizes = [2, 16, 64] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]
+    home = Path(args.home)
+    home.mkdir(parents=True, exist_ok=True)
+    b = Bench(home)
+    mach = machine()
+    log(f"bench: {mach['cpu']}, {mach['cores']} cores, {mach['slurm']}; SIMCLUSTER_HOME={home}")
+
+    def stop(signum, frame):  # SIGTERM: unwind through the finally blocks that tear down
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, stop)
+
+    results: Dict[int, Dict] = previous_results(Path(args.out)) if args.merge else {}
+    for nodes in sizes:
+        repeat = 1 if args.quick else (args.repeat or DEFAULT_REPEAT.get(nodes, 3))
+        log(f"{nodes} nodes, {repeat} runs")
+        r = bench_size(b, nodes, repeat, with_raw=not args.no_raw)
+        r["when"] = time.strftime("%Y-%m-%d %H:%M")
+        results[nodes] = r
+        log(f"  median up {med(r['up']):.2f}s, down {med(r['down']):.2f}s; "
+            f"slurmd RSS {r['mem']['rss_mean']:.2f} MB, PSS {r['mem']['pss_mean']:.2f} MB")
+    write_report(Path(args.out), report(results, mach))
+    log(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

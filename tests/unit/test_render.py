@@ -1,0 +1,271 @@
+"""Rendering configs/templates: golden files for fixed specs and inputs, plus the lines
+that matter (per-node Port/CPUs/RealMemory/Gres, gres File=, config_overrides, AuthInfo).
+
+Regenerate the golden files after an intended template change with
+    UPDATE_GOLDEN=1 .venv/bin/python -m pytest -q tests/unit/test_render.py
+and review the diff under tests/golden/.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+from typing import Dict
+
+import jinja2
+import pytest
+
+from provisioner.config import load_spec
+from provisioner.paths import ClusterLayout
+from provisioner.render import (TEMPLATES, RenderInputs, _environment, build_context, default_ports,
+                                render_all, render_hosts_file, write_files)
+from tests.conftest import REPO, run_cli
+from tests.unit.conftest import fixed_inputs, spec_from
+
+GOLDEN = REPO / "tests" / "golden"
+UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
+
+
+def seed_spec():
+    return load_spec(str(REPO / "configs/examples/seed-node6-node7.yaml"), cpus=2, memory_mb=2000)
+
+
+def fake2_spec():
+    return spec_from({"name": "dev", "nodes": 2, "gpus": "6,7", "fakeGpus": True, "cpus": 8,
+                      "memory": "16G"})
+
+
+def partitions_spec():
+    return spec_from({
+        "name": "big", "nodes": 4, "fakeGpus": 8, "cpus": 64, "memory": "512G", "controllerPort": 20100,
+        "partitions": [
+            {"name": "batch", "nodes": "ALL", "default": True, "maxTime": "1-00:00:00"},
+            {"name": "debug", "nodes": ["node1", "node2"], "maxTime": "30"},
+        ],
+        "slurmConf": ["MaxJobCount=20000", "PriorityType=priority/multifactor"],
+    })
+
+
+# case name -> (spec, inputs). Fixed host, user, ports and state root: no machine facts.
+def cases() -> Dict[str, tuple]:
+    seed, fake2, parts = seed_spec(), fake2_spec(), partitions_spec()
+    return {
+        "seed": (seed, fixed_inputs(seed, root="/state/seed")),
+        "fake2": (fake2, fixed_inputs(fake2, root="/state/fake2", nss=None)),
+        "partitions": (parts, fixed_inputs(parts, root="/state/parts", controller_port=20100)),
+    }
+
+
+CASES = ["seed", "fake2", "partitions"]
+
+
+def rendered(case: str) -> Dict[str, str]:
+    spec, inputs = cases()[case]
+    return render_all(spec, inputs)
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_golden_files(case):
+    files = rendered(case)
+    assert set(files) == set(TEMPLATES)
+    assert {"slurm.conf", "gres.conf", "cgroup.conf", "task_prolog.sh"} <= set(files)
+    case_dir = GOLDEN / case
+    if UPDATE:
+        case_dir.mkdir(parents=True, exist_ok=True)
+        for name, text in files.items():
+            (case_dir / name).write_text(text)
+    for name, text in files.items():
+        golden = case_dir / name
+        assert golden.exists(), f"{golden} is missing: run with UPDATE_GOLDEN=1 to create it"
+        assert text == golden.read_text(), (
+            f"{name} for case '{case}' differs from {golden.relative_to(REPO)}; if the change is "
+            "intended, regenerate with UPDATE_GOLDEN=1 and review the diff")
+
+
+def test_golden_dirs_hold_only_known_cases():
+    assert sorted(p.name for p in GOLDEN.iterdir() if p.is_dir()) == sorted(CASES)
+
+
+def test_rendering_is_deterministic():
+    assert rendered("partitions") == rendered("partitions")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_no_template_syntax_leaks(case):
+    for name, text in rendered(case).items():
+        assert "{{" not in text and "{%" not in text and "}}" not in text, name
+        assert text.endswith("\n") and not text.endswith("\n\n\n"), name
+
+
+def lines(text: str):
+    return text.splitlines()
+
+
+def conf_lines(text: str):
+    """Lines that are settings (not comments, not blank)."""
+    return [line for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
+
+
+# -- slurm.conf -------------------------------------------------------------------------
+
+def test_seed_nodes_advertise_the_production_shape():
+    conf = rendered("seed")["slurm.conf"]
+    assert ("NodeName=node6 NodeHostname=simhost NodeAddr=127.0.0.1 Port=17016 CPUs=112 RealMemory=240000 "
+            "Gres=gpu:1 State=UNKNOWN") in lines(conf)
+    assert ("NodeName=node7 NodeHostname=simhost NodeAddr=127.0.0.1 Port=17017 CPUs=112 RealMemory=240000 "
+            "Gres=gpu:1 State=UNKNOWN") in lines(conf)
+    assert "PartitionName=gpu Nodes=node6,node7 Default=YES MaxTime=INFINITE State=UP" in lines(conf)
+    assert "DefMemPerCPU=2142" in lines(conf)  # 240000 // 112
+
+
+def test_every_setting_line_is_key_value():
+    for case in CASES:
+        for line in conf_lines(rendered(case)["slurm.conf"]):
+            assert "=" in line.split()[0], f"{case}: {line!r}"
+
+
+def test_one_host_many_slurmd_settings():
+    conf = rendered("seed")["slurm.conf"]
+    settings = dict(line.split("=", 1) for line in conf_lines(conf) if not line.startswith(("NodeName=",
+                                                                                          "PartitionName=")))
+    assert settings["SlurmdParameters"] == "config_overrides"
+    assert settings["AuthInfo"] == "socket=/state/seed/munge/munge.socket"
+    assert settings["TaskProlog"] == "/state/seed/etc/task_prolog.sh"
+    assert settings["SlurmctldHost"] == "simhost(127.0.0.1)"
+    assert settings["SlurmctldPort"] == "6817"
+    assert settings["SlurmUser"] == settings["SlurmdUser"] == "slurm"
+    assert settings["StateSaveLocation"] == "/state/seed/slurmctld"
+    # Several slurmd on one host need their own spool, pid and log files.
+    for key in ("SlurmdSpoolDir", "SlurmdPidFile", "SlurmdLogFile"):
+        assert "%n" in settings[key], key
+    assert settings["GresTypes"] == "gpu"
+    assert settings["SelectTypeParameters"] == "CR_Core_Memory"
+    assert settings["ProctrackType"] == "proctrack/linuxproc"
+
+
+def test_default_node_ports_and_controller_port():
+    spec, inputs = cases()["partitions"]
+    assert default_ports(spec) == {"node1": 6818, "node2": 6819, "node3": 6820, "node4": 6821}
+    conf = render_all(spec, inputs)["slurm.conf"]
+    assert "SlurmctldPort=20100" in lines(conf)
+    node_lines = [line for line in lines(conf) if line.startswith("NodeName=")]
+    assert node_lines == [f"NodeName=node{i} NodeHostname=simhost NodeAddr=127.0.0.1 Port={6817 + i} CPUs=64 "
+                          f"RealMemory=524288 Gres=gpu:2 State=UNKNOWN" for i in range(1, 5)]
+
+
+def test_partitions_and_extra_lines():
+    conf = rendered("partitions")["slurm.conf"]
+    assert ("PartitionName=batch Nodes=node1,node2,node3,node4 Default=YES MaxTime=1-00:00:00 State=UP"
+            in lines(conf))
+    assert "PartitionName=debug Nodes=node1,node2 Default=NO MaxTime=30 State=UP" in lines(conf)
+    assert sum("Default=YES" in line for line in lines(conf)) == 1
+    assert conf_lines(conf)[-2:] == ["MaxJobCount=20000", "PriorityType=priority/multifactor"]
+    assert "# Extra lines from the cluster spec (slurmConf)" in conf
+    assert "slurmConf" not in rendered("seed")["slurm.conf"]
+
+
+def test_nodes_without_gpus_have_no_gres():
+    spec = spec_from({"nodes": [{"name": "g", "gpus": [0]}, {"name": "c"}]})
+    files = render_all(spec, fixed_inputs(spec))
+    node_lines = [line for line in lines(files["slurm.conf"]) if line.startswith("NodeName=")]
+    assert "Gres=gpu:1" in node_lines[0] and "Gres" not in node_lines[1]
+    assert conf_lines(files["gres.conf"]) == ["NodeName=g Name=gpu File=/dev/nvidia0"]
+    spec = spec_from({"nodes": 2})
+    assert conf_lines(render_all(spec, fixed_inputs(spec))["gres.conf"]) == []
+
+
+def test_docker_style_inputs_use_node_names_as_hosts():
+    spec = fake2_spec()
+    inputs = RenderInputs(layout=ClusterLayout(Path("/var/lib/simcluster")), hostname="ctl", slurm_user="slurm",
+                          controller_port=6817, node_ports={"node1": 6818, "node2": 6818},
+                          nodes_are_hosts=True, controller_addr=None,
+                          extra_context={"task_prolog": "", "munge_socket": ""})
+    conf = render_all(spec, inputs)["slurm.conf"]
+    assert "SlurmctldHost=ctl" in lines(conf)
+    assert any(line.startswith("NodeName=node2 NodeHostname=node2 NodeAddr=node2 Port=6818 ") for line in lines(conf))
+    assert "TaskProlog" not in "\n".join(conf_lines(conf))
+    assert "AuthInfo" not in conf
+
+
+# -- gres.conf, cgroup.conf -------------------------------------------------------------
+
+def test_gres_real_gpus_point_at_dev():
+    assert conf_lines(rendered("seed")["gres.conf"]) == [
+        "NodeName=node6 Name=gpu File=/dev/nvidia6",
+        "NodeName=node7 Name=gpu File=/dev/nvidia7",
+    ]
+
+
+def test_gres_fake_gpus_point_at_the_clusters_own_dev_dir():
+    assert conf_lines(rendered("fake2")["gres.conf"]) == [
+        "NodeName=node1 Name=gpu File=/state/fake2/dev/nvidia6",
+        "NodeName=node2 Name=gpu File=/state/fake2/dev/nvidia7",
+    ]
+    gres = conf_lines(rendered("partitions")["gres.conf"])
+    assert gres[:2] == ["NodeName=node1 Name=gpu File=/state/parts/dev/nvidia0",
+                        "NodeName=node1 Name=gpu File=/state/parts/dev/nvidia1"]
+    assert len(gres) == 8
+
+
+def test_cgroup_conf():
+    text = rendered("seed")["cgroup.conf"]
+    assert 'cluster "seed"' in text
+    assert "ConstrainDevices=yes" in conf_lines(text)
+
+
+# -- the environment: StrictUndefined, files on disk ------------------------------------
+
+def test_every_template_needs_its_variables():
+    spec, inputs = cases()["seed"]
+    env = _environment()
+    ctx = build_context(spec, inputs)
+    for template in TEMPLATES.values():
+        broken = {k: v for k, v in ctx.items() if k != "cluster_name"}
+        with pytest.raises(jinja2.UndefinedError):
+            env.get_template(template).render(**broken)
+
+
+def test_a_missing_variable_in_a_template_raises(tmp_path, monkeypatch):
+    templates = tmp_path / "templates"
+    shutil.copytree(REPO / "configs" / "templates", templates)
+    gres = templates / "gres.conf.j2"
+    gres.write_text(gres.read_text() + "{{ no_such_variable }}\n")
+    monkeypatch.setenv("SIMCLUSTER_TEMPLATES", str(templates))
+    spec, inputs = cases()["seed"]
+    with pytest.raises(jinja2.UndefinedError, match="no_such_variable"):
+        render_all(spec, inputs)
+    gres.write_text(gres.read_text().replace("{{ no_such_variable }}", "{{ nodes[0].no_such_attr }}"))
+    with pytest.raises(jinja2.UndefinedError, match="no_such_attr"):
+        render_all(spec, inputs)
+
+
+def test_write_files_makes_the_prolog_executable(tmp_path):
+    written = write_files(rendered("seed"), tmp_path / "out")
+    assert sorted(p.name for p in written) == sorted(TEMPLATES)
+    assert (tmp_path / "out" / "task_prolog.sh").stat().st_mode & stat.S_IXUSR
+    assert not (tmp_path / "out" / "slurm.conf").stat().st_mode & stat.S_IXUSR
+
+
+def test_hosts_file_lists_nodes_before_the_system_hosts(tmp_path):
+    system = tmp_path / "hosts"
+    system.write_text("127.0.0.1 localhost\n10.0.0.5 other\n")
+    text = render_hosts_file(seed_spec(), system_hosts=system)
+    assert text.splitlines() == ["127.0.0.1 node6", "127.0.0.1 node7", "127.0.0.1 localhost", "10.0.0.5 other"]
+    missing = render_hosts_file(seed_spec(), addr="10.1.1.1", system_hosts=tmp_path / "nope")
+    assert missing.splitlines() == ["10.1.1.1 node6", "10.1.1.1 node7", "127.0.0.1 localhost"]
+
+
+def test_render_command_writes_the_seed_configs(tmp_path):
+    home = tmp_path / "home"
+    out = tmp_path / "out"
+    proc = run_cli(["render", "--config", "configs/examples/seed-node6-node7.yaml", "--out", str(out)], home)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(TEMPLATES)
+    conf = (out / "slurm.conf").read_text()
+    assert any(line.startswith("NodeName=node6 ") and " Port=17016 CPUs=112 RealMemory=240000 Gres=gpu:1 " in line
+               for line in lines(conf))
+    assert f"AuthInfo=socket={home.resolve()}/seed/munge/munge.socket" in lines(conf)
+    assert (out / "task_prolog.sh").stat().st_mode & stat.S_IXUSR
+    assert not home.exists() or not any(home.iterdir())  # render starts and creates nothing
