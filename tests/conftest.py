@@ -66,8 +66,12 @@ def sim_home():
     home = TEST_HOME_ROOT / uuid.uuid4().hex[:8]
     home.mkdir()
     yield home
+    # Only this test's local clusters: `down --all` would also remove every docker cluster
+    # on the machine, including ones that are not the test's.
     if home.exists():
-        run_cli(["down", "--all"], home)
+        for child in sorted(home.iterdir()):
+            if (child / "state.json").exists():
+                run_cli(["down", "--name", child.name], home)
     leftover = daemons_under(home)
     shutil.rmtree(home, ignore_errors=True)
     assert not leftover, f"processes left running after the test: {leftover}"
