@@ -67,7 +67,7 @@ def run_verify(name: str, suites: List[str], report: Callable[[CheckResult], Non
     t0 = time.monotonic()
     tracker.start()
     try:
-        results = run_checks(ctx, checks_for(suites), report)
+        results = run_checks(ctx, checks_for(suites, ctx.spec), report)
     finally:
         tracker.stop()
     return VerifyRun(name, suites, results, time.monotonic() - t0, run_dir)

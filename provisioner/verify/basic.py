@@ -330,3 +330,12 @@ def check_requeue(ctx: VerifyContext) -> Outcome:
         raise CheckFailed(f"second run did not resume from the checkpoint: {resumed[-1]}", output=job.output)
     return Outcome(f"job {job.job_id} requeued once (SLURM_RESTART_COUNT=1) and resumed from step=42")
 
+
+
+def check_accounting(ctx: VerifyContext) -> Outcome:
+    """Accounting clusters: a tiny job reaches slurmdbd and sacct shows it COMPLETED."""
+    from provisioner.accounting_check import check_accounting as run_accounting_check
+    ok, detail = run_accounting_check(ctx.state, timeout=ctx.limit(60))
+    if not ok:
+        raise CheckFailed(detail, hint=f"see {ctx.state.layout.daemon_log('slurmdbd')}")
+    return Outcome(detail)

@@ -10,6 +10,11 @@ at once are not faster).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from provisioner.config.types import ClusterSpec
+
 import threading
 import time
 import traceback
@@ -33,6 +38,8 @@ class Check:
     description: str
     background: bool = False  # may still run while later suites run
     gate: bool = False  # must pass before anything else is tried
+    # Only for clusters where this holds (e.g. accounting enabled); otherwise not listed at all.
+    applies: Optional[Callable[["ClusterSpec"], bool]] = None
 
 
 @dataclass

@@ -23,6 +23,9 @@ CHECKS: Sequence[Check] = (
           "--signal=B:USR1@N reaches the batch script before the time limit", background=True),
     Check("basic.requeue", "basic", basic.check_requeue,
           "a requeued job resumes from the checkpoint its first run wrote", background=True),
+    Check("basic.accounting", "basic", basic.check_accounting,
+          "a finished job is in sacct, COMPLETED with its node (clusters with --accounting)",
+          applies=lambda spec: bool(getattr(spec, "accounting", False))),
     Check("ddp.train", "ddp", training.check_ddp, "DistributedDataParallel across 2 nodes"),
     Check("fsdp.train", "fsdp", training.check_fsdp, "FSDP (fully_shard) across 2 nodes, sharded, DCP checkpoint reload"),
     Check("deepspeed.zero3", "deepspeed", training.check_deepspeed, "DeepSpeed ZeRO-3 across 2 nodes"),
@@ -41,7 +44,9 @@ def parse_suites(text: str) -> List[str]:
     return [s for s in SUITES if s in wanted]
 
 
-def checks_for(suites: Sequence[str]) -> List[Check]:
+def checks_for(suites: Sequence[str], spec=None) -> List[Check]:
     """The suites' checks; the controller/node gates always come first (they cost ~0.1 s
-    and turn "every training job hung" into "the controller does not answer")."""
-    return [c for c in CHECKS if c.gate or c.suite in suites]
+    and turn "every training job hung" into "the controller does not answer"). Checks
+    with ``applies`` join only when it holds for ``spec`` (accounting clusters)."""
+    return [c for c in CHECKS if (c.gate or c.suite in suites)
+            and (c.applies is None or (spec is not None and c.applies(spec)))]

@@ -241,3 +241,11 @@ def test_rootless_accounting(unprivileged_user):
         subprocess.run(cli + ["down", "--all"], env=dict(os.environ, SIMCLUSTER_HOME=str(home)),
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(home, ignore_errors=True)
+
+
+def test_verify_gains_an_accounting_check_when_enabled(make_cluster):
+    c = make_cluster("--nodes", "2", "--accounting")
+    proc = c.cli(["verify", "--suite", "basic", "--json"], timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    statuses = {ch["name"]: ch["status"] for ch in json.loads(proc.stdout)["checks"]}
+    assert statuses.get("basic.accounting") == "PASS", statuses

@@ -69,6 +69,6 @@ def test_rootless_cluster_runs_jobs_as_the_user(unprivileged_user):
         assert daemons_under(home) == []
         assert not (home / "rl").exists()
     finally:
-        subprocess.run(cli + ["down", "--all"], env=dict(os.environ, SIMCLUSTER_HOME=str(home)),
+        subprocess.run(cli + ["down", "--name", "rl"], env=dict(os.environ, SIMCLUSTER_HOME=str(home)),
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(home, ignore_errors=True)
