@@ -37,7 +37,13 @@ def test_suites_parse_in_canonical_order_and_reject_unknown_names():
     assert exc.value.exit_code == 2 and "bogus" in exc.value.message
     # The controller/node gates always run first; a training suite brings only its check.
     assert [c.name for c in checks_for(["ddp"])] == ["basic.controller", "basic.nodes", "ddp.train"]
-    assert len({c.name for c in CHECKS}) == len(CHECKS) == 13
+    assert len({c.name for c in CHECKS}) == len(CHECKS) == 14
+    # basic.accounting joins only on clusters with accounting.
+    from provisioner.config import load_spec
+    plain = [c.name for c in checks_for(["basic"], load_spec(None, {}))]
+    with_acct = [c.name for c in checks_for(["basic"], load_spec(None, {"accounting": True}))]
+    assert "basic.accounting" not in plain and "basic.accounting" in with_acct
+    assert len(with_acct) == len(plain) + 1
 
 
 def _check(func) -> Check:
