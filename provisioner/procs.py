@@ -105,8 +105,8 @@ def _reap() -> None:
             return
 
 
-def tail(path: Path, lines: int = 20) -> str:
-    """The last ``lines`` lines of a log file, or a note that it is missing."""
+def tail_lines(path: Path, lines: int) -> Optional[List[str]]:
+    """The last ``lines`` lines of a file (reading at most its last 64 KiB), None if unreadable."""
     try:
         with open(path, "rb") as f:
             f.seek(0, os.SEEK_END)
@@ -114,5 +114,11 @@ def tail(path: Path, lines: int = 20) -> str:
             f.seek(max(0, size - 64 * 1024))
             text = f.read().decode(errors="replace")
     except OSError:
-        return f"({path} does not exist)"
-    return "\n".join(text.splitlines()[-lines:])
+        return None
+    return text.splitlines()[-lines:]
+
+
+def tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of a log file, or a note that it is missing."""
+    out = tail_lines(path, lines)
+    return f"({path} does not exist)" if out is None else "\n".join(out)

@@ -8,7 +8,6 @@ cancelled and the caller reports a failure with the job's output.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import threading
@@ -17,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
+from provisioner.procs import tail_lines
 from provisioner.slurm import client_env
 
 POLL_S = 0.2
@@ -222,15 +222,9 @@ def tail(path: Optional[Path], lines: int = 25) -> str:
     """The last ``lines`` lines of a job's output file (or why there is none)."""
     if path is None:
         return ""
-    try:
-        with open(path, "rb") as fh:
-            fh.seek(0, os.SEEK_END)
-            size = fh.tell()
-            fh.seek(max(0, size - 64 * 1024))
-            text = fh.read().decode(errors="replace")
-    except OSError:
+    out = tail_lines(path, lines)
+    if out is None:
         return f"(no output file: {path})"
-    out = text.splitlines()[-lines:]
     return "\n".join(out) if out else f"(empty output file: {path})"
 
 
