@@ -14,8 +14,62 @@ for gpu in ${SIMCLUSTER_FAKE_GPUS:-}; do
   [ -e "/dev/nvidia$gpu" ] || mknod -m 666 "/dev/nvidia$gpu" c 195 "$gpu"
 done
 
+# accounting: true: a MariaDB and slurmdbd in the controller container, started before
+# slurmctld, with the cluster, an account and root registered, as the local backend does.
+# slurmdbd.conf (mode 0600, with the database password) sits next to slurm.conf.
+start_accounting() {
+  conf=/etc/simcluster/slurmdbd.conf
+  get() { sed -n "s/^$1=//p" "$conf"; }
+  data=/var/lib/simcluster-db
+  mkdir -p "$data" /run/mysqld
+  # shellcheck disable=SC2086  # SIMCLUSTER_MARIADB_OPTS is a list of options
+  {
+    # --bootstrap reads one statement per line.
+    printf '%s\n' "CREATE DATABASE IF NOT EXISTS mysql;" "USE mysql;" "SET @auth_root_socket='root';"
+    cat /usr/share/mysql/mysql_system_tables.sql /usr/share/mysql/mysql_performance_tables.sql \
+        /usr/share/mysql/mysql_system_tables_data.sql
+    echo "FLUSH PRIVILEGES;"
+    for host in localhost 127.0.0.1; do
+      echo "CREATE USER '$(get StorageUser)'@'$host' IDENTIFIED BY '$(get StoragePass)';"
+      echo "GRANT ALL ON \`$(get StorageLoc)\`.* TO '$(get StorageUser)'@'$host';"
+    done
+  } | mariadbd --no-defaults --bootstrap --datadir="$data" --user=root --log-warnings=0 \
+        --enforce-storage-engine= --max-allowed-packet=8M ${SIMCLUSTER_MARIADB_OPTS:-} \
+        >/var/log/slurm/mariadb-install.log 2>&1 \
+    || { echo "creating the accounting database failed:" >&2; tail -n 20 /var/log/slurm/mariadb-install.log >&2; exit 1; }
+  mariadbd --no-defaults --datadir="$data" --socket=/run/mysqld/mysqld.sock --port="$(get StoragePort)" \
+    --bind-address=127.0.0.1 --user=root --log-error=/var/log/slurm/mariadbd.log ${SIMCLUSTER_MARIADB_OPTS:-} &
+  db=$!
+  # slurmdbd started before MariaDB answers waits a fixed 5 s before it tries again.
+  tries=0
+  until [ -S /run/mysqld/mysqld.sock ]; do
+    kill -0 "$db" 2>/dev/null || { echo "mariadbd exited during startup:" >&2; tail -n 20 /var/log/slurm/mariadbd.log >&2; exit 1; }
+    tries=$((tries + 1))
+    [ "$tries" -lt 600 ] || { echo "mariadbd did not start within 60 s" >&2; tail -n 20 /var/log/slurm/mariadbd.log >&2; exit 1; }
+    sleep 0.05
+  done
+  slurmdbd -D >/var/log/slurm/slurmdbd.out 2>&1 &   # finds slurmdbd.conf next to $SLURM_CONF
+  dbd=$!
+  # slurmdbd listens once it has reached MariaDB and made its tables.
+  port_hex=$(printf ':%04X' "$(get DbdPort)")
+  tries=0
+  until cat /proc/net/tcp /proc/net/tcp6 2>/dev/null | grep -q "$port_hex [0-9A-F]*:0000 0A"; do
+    kill -0 "$dbd" 2>/dev/null || { echo "slurmdbd exited during startup:" >&2; tail -n 20 /var/log/slurm/slurmdbd.log >&2; exit 1; }
+    tries=$((tries + 1))
+    [ "$tries" -lt 600 ] || { echo "slurmdbd did not listen within 60 s" >&2; tail -n 20 /var/log/slurm/slurmdbd.log >&2; exit 1; }
+    sleep 0.1
+  done
+  cluster=$(sed -n 's/^ClusterName=//p' "$SLURM_CONF")
+  printf "Cluster - '%s'\nParent - 'root'\nAccount - 'simcluster':Description='simcluster':Organization='simcluster'\nParent - 'simcluster'\nUser - 'root':DefaultAccount='simcluster'\n" \
+    "$cluster" > /run/accounts.cfg
+  sacctmgr -i load file=/run/accounts.cfg >/var/log/slurm/sacctmgr-setup.log 2>&1 \
+    || { echo "registering the cluster in accounting failed:" >&2; cat /var/log/slurm/sacctmgr-setup.log >&2; exit 1; }
+}
+
 case "$ROLE" in
-  controller) exec slurmctld -D -f "$SLURM_CONF" ;;
+  controller)
+    [ -f /etc/simcluster/slurmdbd.conf ] && start_accounting
+    exec slurmctld -D -f "$SLURM_CONF" ;;
   node)
     # Node containers start first, so that slurmctld can resolve every node name when it
     # starts (it retries an unknown name for 10 s). slurmd registers once it answers.

@@ -8,18 +8,20 @@ from __future__ import annotations
 
 import subprocess
 import time
-from typing import Optional, Tuple
+from typing import TYPE_CHECKING, Optional, Tuple
 
-from provisioner.slurm import run_client
-from provisioner.state import ClusterState
+from provisioner.config.types import ClusterSpec
+
+if TYPE_CHECKING:
+    from provisioner.verify.jobs import SlurmClient
 
 SACCT_FORMAT = "--format=JobID,JobName,State,ExitCode,NodeList"
 JOB_NAME = "simcluster-acct-check"
 
 
-def _sacct_row(st: ClusterState, job_id: str) -> Optional[Tuple[str, str, str, str]]:
+def _sacct_row(client: "SlurmClient", job_id: str) -> Optional[Tuple[str, str, str, str]]:
     """(name, state, exit code, node list) of the job's allocation as sacct reports it, or None."""
-    proc = run_client(st.layout.slurm_conf, ["sacct", "-n", "-P", "-X", "-j", job_id, SACCT_FORMAT], timeout=15)
+    proc = client.run(["sacct", "-n", "-P", "-X", "-j", job_id, SACCT_FORMAT], timeout=15)
     for line in proc.stdout.splitlines():
         fields = line.split("|")
         if len(fields) == 5 and fields[0] == job_id:
@@ -27,17 +29,18 @@ def _sacct_row(st: ClusterState, job_id: str) -> Optional[Tuple[str, str, str, s
     return None
 
 
-def check_accounting(st: ClusterState, timeout: float = 60.0) -> Tuple[bool, str]:
-    """Submit a tiny job and wait until sacct reports it COMPLETED on a node.
+def check_accounting(client: "SlurmClient", spec: ClusterSpec, timeout: float = 60.0) -> Tuple[bool, str]:
+    """Submit a tiny job with ``client`` (local or in a container) and wait until sacct
+    reports it COMPLETED on a node.
 
     Returns (ok, detail); never raises for a cluster that misbehaves, so a verify report
     can show the detail next to the other checks.
     """
-    if not st.cluster_spec.accounting:
+    if not spec.accounting:
         return False, "accounting is not enabled for this cluster (simcluster up --accounting)"
     try:
-        sub = run_client(st.layout.slurm_conf, ["sbatch", "--parsable", "-N1", "-J", JOB_NAME,
-                                                "-o", "/dev/null", "--wrap", "true"], timeout=15)
+        sub = client.run(["sbatch", "--parsable", "-N1", "-J", JOB_NAME, "-o", "/dev/null", "--wrap", "true"],
+                         timeout=15)
     except (subprocess.TimeoutExpired, OSError) as exc:
         return False, f"sbatch failed: {exc}"
     if sub.returncode != 0:
@@ -47,7 +50,7 @@ def check_accounting(st: ClusterState, timeout: float = 60.0) -> Tuple[bool, str
     last: Optional[Tuple[str, str, str, str]] = None
     while time.monotonic() < deadline:
         try:
-            last = _sacct_row(st, job_id) or last
+            last = _sacct_row(client, job_id) or last
         except (subprocess.TimeoutExpired, OSError):
             pass
         # Until the job's start record arrives (it can trail a short job's end by ~1 s),

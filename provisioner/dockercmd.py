@@ -15,6 +15,7 @@ LABEL_GPUS = "io.simcluster.gpus"
 LABEL_FAKE = "io.simcluster.fake-gpus"
 LABEL_STATE = "io.simcluster.state-dir"
 LABEL_SPEC = "io.simcluster.spec"
+LABEL_SPEC_JSON = "io.simcluster.spec-json"  # the whole spec, on the controller (verify reads it)
 
 
 class DockerError(SimclusterError):
@@ -74,6 +75,19 @@ def containers(cluster: Optional[str] = None, all_states: bool = True) -> List[d
     return json.loads(docker(["inspect", *ids]).stdout)
 
 
+def labelled_spec(container: dict) -> dict:
+    """The cluster spec (as a dict) a controller container carries in its labels; {} otherwise."""
+    import json
+    try:
+        return json.loads(container["Config"]["Labels"].get(LABEL_SPEC_JSON, "{}"))
+    except ValueError:
+        return {}
+
+
 def has_nvidia_runtime() -> bool:
+    """Can `docker run --gpus` work here? Either the engine lists an nvidia runtime, or the
+    NVIDIA container toolkit's hook (what `--gpus` calls) is installed on this host."""
+    if shutil.which("nvidia-container-runtime-hook") or shutil.which("nvidia-container-toolkit"):
+        return True
     proc = docker(["info", "--format", "{{json .Runtimes}}"], check=False, timeout=20)
     return proc.returncode == 0 and "nvidia" in proc.stdout

@@ -8,6 +8,7 @@ gets the host's CPU torch wheel instead of a multi-GB CUDA download.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import shutil
@@ -25,6 +26,7 @@ IMAGE_REPO = "simcluster/node"
 OFFLINE_BASE = "simcluster/base:bookworm"
 REGISTRY_BASE = "debian:bookworm-slim"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+IMAGE_VENV = "/opt/simcluster/venv"  # the image's python (torch, deepspeed, megatron-core with --train)
 
 Progress = Callable[[str], None]
 
@@ -36,6 +38,32 @@ def image_tag(train: bool = False) -> str:
 def default_image() -> str:
     """The training image if it was built, else the basic one."""
     return image_tag(True) if image_exists(image_tag(True)) else image_tag(False)
+
+
+LABEL_CONTEXT = "io.simcluster.context"  # digest of docker/ files the image was built from
+
+
+def context_digest() -> str:
+    """sha256 (16 hex) of the files an image is built from: a changed entrypoint or
+    Dockerfile means an image built before is out of date."""
+    h = hashlib.sha256()
+    for name in ("Dockerfile", "entrypoint.sh"):
+        h.update(name.encode() + b"\0" + (REPO_ROOT / "docker" / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def image_is_current(tag: str) -> bool:
+    """Was ``tag`` built from this simcluster's docker/ files?"""
+    proc = docker(["image", "inspect", "-f", '{{index .Config.Labels "%s"}}' % LABEL_CONTEXT, tag],
+                  check=False, timeout=20)
+    return proc.returncode == 0 and proc.stdout.strip() == context_digest()
+
+
+def image_features(tag: str) -> List[str]:
+    """What the image says it supports (its io.simcluster.features label; [] for older images)."""
+    proc = docker(["image", "inspect", "-f", '{{index .Config.Labels "io.simcluster.features"}}', tag],
+                  check=False, timeout=20)
+    return proc.stdout.split() if proc.returncode == 0 else []
 
 
 def host_mirror() -> str:
@@ -110,23 +138,46 @@ def train_requirements() -> List[str]:
     return reqs
 
 
-def fill_wheelhouse(dest: Path, train: bool, progress: Progress) -> None:
+def wheel_cache() -> Path:
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "simcluster" / "wheelhouse"
+
+
+def fill_wheelhouse(dest: Path, train: bool, progress: Progress, refresh: bool = False) -> None:
+    """Put the wheels of the `train` extra into ``dest`` (the build context).
+
+    `pip wheel` resolves into a cache on the host; a stamp there remembers which wheels a
+    requirement set resolved to, so a rebuild with the same requirements skips pip (~5 s)
+    and gets the very same files (docker's layer cache then hits). ``refresh`` resolves again.
+    """
     dest.mkdir(parents=True, exist_ok=True)
     reqs = train_requirements() if train else []
     (dest / "requirements.txt").write_text("".join(f"{r}\n" for r in reqs))
     if not reqs:
         return
-    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "simcluster" / "wheelhouse"
+    cache = wheel_cache()
     cache.mkdir(parents=True, exist_ok=True)
-    progress(f" - collecting wheels for {', '.join(reqs)} (cache: {cache})")
-    import sys
-    proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(cache),
-                           "--find-links", str(cache), *reqs],
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-    if proc.returncode != 0:
-        raise SimclusterError("could not collect the training wheels for the image",
-                              details=proc.stdout[-3000:])
-    for whl in cache.glob("*.whl"):
+    stamp = cache / f"resolved-{hashlib.sha256(' '.join(sorted(reqs)).encode()).hexdigest()[:16]}.txt"
+    try:
+        wheels = [cache / n for n in stamp.read_text().split()] if not refresh else []
+    except OSError:
+        wheels = []
+    if not wheels or not all(w.exists() for w in wheels):
+        progress(f" - collecting wheels for {', '.join(reqs)} (cache: {cache})")
+        import sys
+        proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(cache),
+                               "--find-links", str(cache), *reqs],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        if proc.returncode != 0:
+            raise SimclusterError("could not collect the training wheels for the image",
+                                  details=proc.stdout[-3000:])
+        # Every wheel in the cache goes in (pip installs the versions it resolves to, with
+        # --no-index); the stamp lists them so the next build copies the same set.
+        wheels = sorted(cache.glob("*.whl"))
+        stamp.write_text("".join(f"{w.name}\n" for w in wheels))
+    else:
+        progress(f" - wheels for {', '.join(reqs)}: {len(wheels)} from {cache} (resolved before; "
+                 "--no-cache resolves again)")
+    for whl in wheels:
         target = dest / whl.name
         try:
             os.link(whl, target)  # same bytes as last time: docker's layer cache still hits
@@ -144,9 +195,10 @@ def build_image(progress: Progress, train: bool = False, offline: Optional[bool]
         ctx = Path(tmp)
         for name in ("Dockerfile", "entrypoint.sh"):
             shutil.copy2(REPO_ROOT / "docker" / name, ctx / name)
-        fill_wheelhouse(ctx / "wheelhouse", train, progress)
+        fill_wheelhouse(ctx / "wheelhouse", train, progress, refresh=no_cache)
         progress(f" - docker build {tag} (from {base})")
-        args = ["build", "-t", tag, "--build-arg", f"BASE={base}", "--build-arg", f"TRAIN={int(train)}"]
+        args = ["build", "-t", tag, "--build-arg", f"BASE={base}", "--build-arg", f"TRAIN={int(train)}",
+                "--label", f"{LABEL_CONTEXT}={context_digest()}"]
         if no_cache:
             args.append("--no-cache")
         tail: List[str] = []

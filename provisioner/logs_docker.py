@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import List
 
 from provisioner import __version__
-from provisioner.dockercmd import LABEL_NODE, containers, docker
+from provisioner.dockercmd import LABEL_NODE, containers, docker, labelled_spec
 
 
 def export_docker_logs(provider, name: str, out_dir: Path) -> List[Path]:
@@ -28,9 +28,12 @@ def export_docker_logs(provider, name: str, out_dir: Path) -> List[Path]:
         logs = docker(["logs", cname], check=False)
         put(f"containers/{cname}.log", logs.stdout + logs.stderr)
         node = c["Config"]["Labels"].get(LABEL_NODE)
-        files = docker(["exec", cname, "sh", "-c", "cat /var/log/slurm/*.log 2>/dev/null"], check=False)
-        if files.returncode == 0 and files.stdout:
-            put(f"logs/{'slurmd-' + node if node else 'slurmctld'}.log", files.stdout)
+        # Each daemon's own log files, one directory per container (the controller's holds
+        # slurmctld.log, and slurmdbd.log + mariadbd.log on accounting clusters).
+        dest = out_dir / "logs" / (node or "controller")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        if docker(["cp", f"{cname}:/var/log/slurm/.", str(dest)], check=False).returncode == 0:
+            written.extend(p for p in dest.rglob("*") if p.is_file())
     state_dir = found[0]["Config"]["Labels"].get("io.simcluster.state-dir") if found else None
     if state_dir and (Path(state_dir) / "etc").is_dir():
         for f in sorted((Path(state_dir) / "etc").iterdir()):
@@ -41,6 +44,11 @@ def export_docker_logs(provider, name: str, out_dir: Path) -> List[Path]:
     for what in ("node", "job", "partition", "config"):
         proc = docker(["exec", f"simcluster-{name}-ctl", "scontrol", "show", what], check=False)
         put(f"scontrol-show-{what}.txt", proc.stdout or proc.stderr)
+    if any(labelled_spec(c).get("accounting") for c in found):
+        from provisioner.actions.accounting import DEBUG_REPORTS
+        for rel, argv in DEBUG_REPORTS:
+            proc = docker(["exec", f"simcluster-{name}-ctl", *argv], check=False)
+            put(rel, proc.stdout + (f"\n(exit {proc.returncode}: {proc.stderr.strip()})" if proc.returncode else ""))
     ver = docker(["version", "--format", "{{.Server.Version}}"], check=False).stdout.strip()
     slurm = docker(["exec", f"simcluster-{name}-ctl", "slurmctld", "-V"], check=False).stdout.strip()
     put("versions.txt", f"simcluster: {__version__}\ndocker: {ver}\nslurmctld: {slurm}\n")

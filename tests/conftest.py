@@ -59,6 +59,21 @@ def daemons_under(path: Path) -> List[str]:
     return found
 
 
+def docker_clusters_under(path: Path) -> List[str]:
+    """Names of docker clusters whose state directory is under ``path`` (a test's home)."""
+    if shutil.which("docker") is None:
+        return []
+    proc = subprocess.run(["docker", "ps", "-a", "--filter", "label=io.simcluster.cluster", "--format",
+                           '{{.Label "io.simcluster.cluster"}} {{.Label "io.simcluster.state-dir"}}'],
+                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, timeout=60)
+    names = set()
+    for line in proc.stdout.splitlines():
+        name, _, state = line.partition(" ")
+        if state == str(path) or state.startswith(str(path) + "/"):
+            names.add(name)
+    return sorted(names)
+
+
 @pytest.fixture
 def sim_home():
     """A fresh SIMCLUSTER_HOME; every cluster in it is taken down afterwards."""
@@ -72,7 +87,11 @@ def sim_home():
         for child in sorted(home.iterdir()):
             if (child / "state.json").exists():
                 run_cli(["down", "--name", child.name], home)
-    leftover = daemons_under(home)
+    # Docker clusters have no state.json: found by the state-dir label their containers carry.
+    left_in_docker = docker_clusters_under(home)
+    for name in left_in_docker:
+        run_cli(["down", "--name", name], home)
+    leftover = daemons_under(home) + [f"docker cluster {n}" for n in left_in_docker]
     shutil.rmtree(home, ignore_errors=True)
     assert not leftover, f"processes left running after the test: {leftover}"
 
@@ -121,7 +140,8 @@ def make_cluster(sim_home):
 def pytest_sessionfinish(session, exitstatus):
     """Belt and braces: nothing under the test home may still run when the suite ends."""
     if TEST_HOME_ROOT.exists():
-        leftover = daemons_under(TEST_HOME_ROOT)
+        leftover = daemons_under(TEST_HOME_ROOT) + [f"docker cluster {n}"
+                                                    for n in docker_clusters_under(TEST_HOME_ROOT)]
         if leftover:
             print(f"\nERROR: test daemons left running: {leftover}", file=sys.stderr)
             session.exitstatus = 1

@@ -139,14 +139,22 @@ def start(ctx: UpContext, acct: AccountingInputs) -> None:
         register(ctx)
 
 
+def registered_port_argv(name: str) -> List[str]:
+    """The sacctmgr command whose output parse_registered_port reads."""
+    return ["sacctmgr", "-n", "-P", "show", "cluster", name, "format=Cluster,ControlPort"]
+
+
 def registered_port(slurm_conf, name: str, timeout: float = 10.0) -> Optional[int]:
     """slurmctld's port as slurmdbd recorded it for cluster ``name``; None if not (yet) there."""
     try:
-        proc = run_client(slurm_conf, ["sacctmgr", "-n", "-P", "show", "cluster", name,
-                                       "format=Cluster,ControlPort"], timeout=timeout)
+        proc = run_client(slurm_conf, registered_port_argv(name), timeout=timeout)
     except (subprocess.TimeoutExpired, OSError):
         return None
-    for line in proc.stdout.splitlines():
+    return parse_registered_port(proc.stdout, name)
+
+
+def parse_registered_port(stdout: str, name: str) -> Optional[int]:
+    for line in stdout.splitlines():
         cluster, _, port = line.partition("|")
         if cluster == name and port.strip().isdecimal() and int(port) > 0:
             return int(port)
@@ -193,14 +201,18 @@ def health(st: ClusterState) -> Dict:
                         "socket": str(mariadb.socket_path(st.layout))}}
 
 
+# What export-logs adds for accounting clusters: the database's view of the cluster.
+DEBUG_REPORTS = (("sacctmgr-show-cluster.txt", ["sacctmgr", "show", "cluster"]),
+                 ("sacctmgr-show-assoc.txt", ["sacctmgr", "show", "assoc"]),
+                 ("sshare.txt", ["sshare", "-a", "-l"]),
+                 ("sacct.txt", ["sacct", "-a", "--starttime=now-1days",
+                                "--format=JobID,JobName,User,Account,State,ExitCode,NodeList,Elapsed"]))
+
+
 def debug_reports(st: ClusterState) -> Dict[str, str]:
     """What export-logs adds for accounting: the database's view of the cluster."""
     reports = {}
-    for rel, argv in (("sacctmgr-show-cluster.txt", ["sacctmgr", "show", "cluster"]),
-                      ("sacctmgr-show-assoc.txt", ["sacctmgr", "show", "assoc"]),
-                      ("sshare.txt", ["sshare", "-a", "-l"]),
-                      ("sacct.txt", ["sacct", "-a", "--starttime=now-1days",
-                                     "--format=JobID,JobName,User,Account,State,ExitCode,NodeList,Elapsed"])):
+    for rel, argv in DEBUG_REPORTS:
         try:
             proc = run_client(st.layout.slurm_conf, argv, timeout=15)
             reports[rel] = proc.stdout + (f"\n(exit {proc.returncode}: {proc.stderr.strip()})" if proc.returncode else "")

@@ -25,12 +25,16 @@ from provisioner.errors import UsageError
 @click.option("--cpus", type=int, default=None, metavar="C", help="CPUs each node advertises.")
 @click.option("--memory", default=None, metavar="M", help="Memory each node advertises: MB or 240G.")
 @click.option("--config", "-c", "config_path", default=None, metavar="FILE", help="Cluster spec YAML; flags override it.")
+@click.option("--backend", type=click.Choice(["local", "docker"]), default=None,
+              help="Where the throwaway cluster runs  [default: local, or the config's backend]")
+@click.option("--image", default=None, metavar="IMAGE",
+              help="docker backend: node image  [default: the -train image when built, else the basic one]")
 @verify_options
 @click.option("--keep-on-failure", is_flag=True, help="When a check fails, keep the cluster running to debug it.")
 @click.option("--logs-dir", default=None, metavar="DIR",
               help="Where a failed run's job outputs and daemon logs are copied before the cluster goes  "
                    "[default: a new directory under $TMPDIR]")
-def command(name, nodes, gpus, fake_gpus, cpus, memory, config_path, suite, as_json, junit, timeout,
+def command(name, nodes, gpus, fake_gpus, cpus, memory, config_path, backend, image, suite, as_json, junit, timeout,
             keep_on_failure, logs_dir):
     """Create a cluster, verify it, take it down; exit 1 if a check failed.
 
@@ -38,22 +42,32 @@ def command(name, nodes, gpus, fake_gpus, cpus, memory, config_path, suite, as_j
     Examples (CI):
       simcluster test --nodes 2 --fake-gpus 2 --junit verify.xml
       simcluster test --suite basic --keep-on-failure
+      simcluster test --backend docker --fake-gpus 2   # containers; training suites
+                                                       # need 'simcluster image build --train'
     On failure the job outputs and daemon logs are copied to --logs-dir (or, with
     --keep-on-failure, the cluster stays up and its state directory is printed).
     """
     from provisioner.config import load_spec
-    from provisioner.providers import get_provider
-    from provisioner.state import all_states
+    from provisioner.errors import ClusterNotFound
+    from provisioner.providers import get_provider, provider_for
 
-    if any(st.name == name for st in all_states()):
+    try:
+        provider_for(name)
+    except ClusterNotFound:
+        pass
+    else:
         raise UsageError(f"a cluster named '{name}' already exists; `test` makes (and removes) its own",
                          "pick another --name, or use 'simcluster verify' on the existing one")
-    overrides = {"name": name, "nodes": nodes, "gpus": gpus, "cpus": cpus, "memory": memory, "backend": "local"}
+    overrides = {"name": name, "nodes": nodes, "gpus": gpus, "cpus": cpus, "memory": memory, "backend": backend,
+                 "image": image}
     fake = fake_gpus_value(fake_gpus)
     if fake is not None:
         overrides["fakeGpus"] = fake
     spec = load_spec(config_path, overrides)
-    provider = get_provider("local")
+    if spec.backend == "docker":
+        provider = get_provider("docker", image=spec.image, privileged=spec.privileged)
+    else:
+        provider = get_provider(spec.backend)
     say = (lambda m: click.echo(m, err=True)) if as_json else click.echo
     t0 = time.monotonic()
     say(provider.up(spec))

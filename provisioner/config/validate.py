@@ -143,9 +143,6 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
     if not isinstance(accounting, bool):
         p.add("accounting", f"expected true or false, got {accounting!r}")
         accounting = False
-    if accounting and backend == "docker":
-        # The hook for a backend: render slurmdbd.conf.j2 for it and start slurmdbd + a database.
-        p.add("accounting", f"is not supported by the {backend} backend yet (use backend: local)")
 
     if p.items:
         raise ConfigError(p.items, source)

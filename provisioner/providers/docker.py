@@ -11,21 +11,25 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import shutil
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
+from provisioner.actions import mariadb
+from provisioner.actions.accounting import parse_registered_port, registered_port_argv
 from provisioner.config.types import ClusterSpec
 from provisioner.dockercmd import (LABEL_CLUSTER, LABEL_FAKE, LABEL_GPUS, LABEL_NODE, LABEL_ROLE, LABEL_SPEC,
-                                   LABEL_STATE, DockerError, containers, docker, has_nvidia_runtime,
-                                   image_exists, require_engine)
+                                   LABEL_SPEC_JSON, LABEL_STATE, DockerError, containers, docker, has_nvidia_runtime,
+                                   image_exists, labelled_spec, require_engine)
 from provisioner.errors import ClusterConflict, ClusterNotFound, StartupError, UsageError
-from provisioner.image import build_image, default_image
+from provisioner.image import build_image, default_image, image_features, image_is_current
 from provisioner.paths import ClusterLayout
-from provisioner.render import RenderInputs, render_all, write_files
+from provisioner.render import AccountingInputs, RenderInputs, render_all, write_files
 from provisioner.slurm import SINFO_NODE_ARGS, NodeState, format_node_table, parse_sinfo
 from provisioner.wait import WaitTimeout, poll_until
 
@@ -45,6 +49,38 @@ def container_name(cluster: str, node: Optional[str] = None) -> str:
 
 def network_name(cluster: str) -> str:
     return f"simcluster-{cluster}"
+
+
+@dataclass(frozen=True)
+class ClusterRecord:
+    """A running docker cluster as its containers' labels describe it (no state file)."""
+
+    spec: ClusterSpec
+    image: str
+    state_dir: Path
+
+    @property
+    def shared_dir(self) -> Path:
+        """The host directory mounted at SHARED_MOUNT in every container."""
+        return self.state_dir / "shared"
+
+
+def cluster_record(name: str) -> ClusterRecord:
+    """Spec, image and state directory of docker cluster ``name``, read from its controller's labels."""
+    found = [c for c in containers(name) if c["Config"]["Labels"].get(LABEL_ROLE) == "controller"]
+    if not found:
+        raise ClusterNotFound(f"no docker cluster named '{name}' (or its controller container is gone)",
+                              "see 'simcluster list'")
+    ctl = found[0]
+    labels = ctl["Config"]["Labels"]
+    if not ctl["State"]["Running"]:
+        raise ClusterNotFound(f"the controller container of '{name}' is not running",
+                              f"see 'docker logs {container_name(name)}'; recreate with 'simcluster down' + 'up'")
+    if LABEL_SPEC_JSON not in labels:
+        raise UsageError(f"cluster '{name}' was made by an older simcluster (no spec label)",
+                         f"recreate it: simcluster down --name {name}, then up again")
+    return ClusterRecord(ClusterSpec.from_dict(json.loads(labels[LABEL_SPEC_JSON])), ctl["Config"]["Image"],
+                         Path(labels[LABEL_STATE]))
 
 
 def spec_digest(spec: ClusterSpec) -> str:
@@ -86,6 +122,14 @@ class DockerProvider:
         if not image_exists(image):
             progress(f" - image {image} not found: building it (once; later builds are cached)")
             image = build_image(progress, train=image.endswith("-train"))
+        elif not self.image and not image_is_current(image):
+            # The default image, built by an older simcluster: its entrypoint may not match
+            # these configs. Rebuild it (only the changed layers).
+            progress(f" - image {image} was built from older docker/ files: rebuilding it")
+            image = build_image(progress, train=image.endswith("-train"))
+        if spec.accounting and "accounting" not in image_features(image):
+            raise UsageError(f"image {image} was built before accounting support (it has no slurmdbd)",
+                             f"rebuild it: simcluster image build{' --train' if image.endswith('-train') else ''}")
         layout = ClusterLayout.for_name(spec.name)
         try:
             self._create(spec, layout, image, progress)
@@ -109,10 +153,14 @@ class DockerProvider:
         os.chmod(layout.root, 0o700)
         (layout.root / "shared").mkdir()
         os.chmod(layout.root / "shared", 0o777)
+        # accounting: MariaDB and slurmdbd run in the controller container (docker/entrypoint.sh),
+        # on Slurm's and MySQL's default ports: each container has its own network namespace.
+        accounting = AccountingInputs(dbd_port=6819, storage_port=3306, storage_pass=secrets.token_hex(16),
+                                      dbd_host=CONTROLLER_HOST, dbd_addr=CONTROLLER_HOST) if spec.accounting else None
         inputs = RenderInputs(
             layout=ClusterLayout(Path("/nonexistent")), hostname=CONTROLLER_HOST, slurm_user="root",
             controller_port=6817, node_ports={n.name: 6818 for n in spec.nodes}, nodes_are_hosts=True,
-            controller_addr=None,
+            controller_addr=None, accounting=accounting,
             extra_context={"munge_socket": "", "paths": CONTAINER_PATHS, "task_prolog": "",
                            "gpu_device_dir": "/dev", "hosts_file": "", "state_dir": SHARED_MOUNT})
         files = render_all(spec, inputs)
@@ -138,6 +186,10 @@ class DockerProvider:
                 args += ["-e", f"SIMCLUSTER_FAKE_GPUS={' '.join(map(str, gpus))}"]
             elif gpus:
                 args += ["--gpus", f'"device={",".join(map(str, gpus))}"']
+        else:
+            labels[LABEL_SPEC_JSON] = json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"))
+            if spec.accounting:  # one list of server options for both backends
+                args += ["-e", f"SIMCLUSTER_MARIADB_OPTS={' '.join(mariadb.SERVER_OPTIONS)}"]
         if self.privileged:
             args.append("--privileged")
         for k, v in labels.items():
@@ -172,6 +224,14 @@ class DockerProvider:
 
         self._wait(ready, spec, spec.wait, "nodes not ready")
         done(f"waiting for {len(names)} nodes to be idle")
+        if spec.accounting:
+            # Until slurmctld has registered with slurmdbd, job records queue inside it and
+            # sacct shows nothing: `up` is not done before that.
+            def registered() -> Tuple[bool, Optional[int]]:
+                port = self.registered_port(spec.name)
+                return port == 6817, port
+            self._wait(registered, spec, spec.wait, "slurmctld not registered with slurmdbd (sacctmgr show cluster)")
+            done("waiting for slurmctld to register with slurmdbd")
 
     def _wait(self, check, spec: ClusterSpec, timeout: float, what: str):
         def guarded():
@@ -183,12 +243,21 @@ class DockerProvider:
         try:
             return poll_until(guarded, timeout, first_delay=0.05, max_delay=0.5)
         except WaitTimeout as exc:
-            states = exc.last_seen or {}
-            names = [n.name for n in spec.nodes]
-            bad = [n for n in names if n not in states or not states[n].ready] if states is not None else names
-            details = format_node_table(states or {}, bad[:20]) + "\n" + self._logs_tail(container_name(spec.name))
+            seen = exc.last_seen
+            if seen is None or isinstance(seen, dict):  # node states
+                names = [n.name for n in spec.nodes]
+                bad = [n for n in names if n not in (seen or {}) or not seen[n].ready]
+                details = format_node_table(seen or {}, bad[:20])
+            else:
+                details = f"last seen: {seen}"
+            details += "\n" + self._logs_tail(container_name(spec.name))
             raise StartupError(f"cluster '{spec.name}' not ready after {exc.waited:.0f}s: {what}",
                                "raise --wait, or see 'simcluster export-logs'", details=details) from None
+
+    def registered_port(self, name: str) -> Optional[int]:
+        """slurmctld's port as slurmdbd recorded it (accounting clusters); None if not yet."""
+        proc = self._exec(container_name(name), registered_port_argv(name), timeout=15)
+        return parse_registered_port(proc.stdout, name) if proc.returncode == 0 else None
 
     def _logs_tail(self, container: str, lines: int = 20) -> str:
         proc = docker(["logs", "--tail", str(lines), container], check=False)
@@ -241,13 +310,30 @@ class DockerProvider:
                           "slurmd_alive": c["State"]["Running"], "cpus": None, "memory_mb": None, "port": 6818})
         labels = (ctl or found[0])["Config"]["Labels"]
         healthy = ctl_running and states is not None and all(n["ready"] and n["slurmd_alive"] for n in nodes)
+        accounting = {"enabled": False}
+        if ctl and labelled_spec(ctl).get("accounting"):
+            accounting = self._accounting_health(name, ctl_running)
+            healthy = healthy and accounting["healthy"]
         return {"name": name, "backend": "docker", "phase": "running" if ctl_running else "stopped",
-                "healthy": healthy, "fake_gpus": labels.get(LABEL_FAKE) == "true",
+                "healthy": healthy, "fake_gpus": labels.get(LABEL_FAKE) == "true", "accounting": accounting,
                 "state_dir": labels.get(LABEL_STATE), "shared_dir": str(Path(labels.get(LABEL_STATE, "")) / "shared"),
                 "controller": {"port": 6817, "alive": ctl_running, "responding": states is not None,
                                "container": container_name(name)},
                 "munged": {"alive": ctl_running, "socket": "/run/munge/munge.socket.2"},
                 "nodes": nodes}
+
+    def _accounting_health(self, name: str, ctl_running: bool) -> Dict:
+        """The same fields as the local backend's accounting health, from inside the controller."""
+        alive = set()
+        if ctl_running:
+            proc = self._exec(container_name(name), ["sh", "-c", "for d in slurmdbd mariadbd; do "
+                                                     "pgrep -x $d >/dev/null && echo $d; done"])
+            alive = set(proc.stdout.split())
+        port = self.registered_port(name) if {"slurmdbd", "mariadbd"} <= alive else None
+        return {"enabled": True, "healthy": {"slurmdbd", "mariadbd"} <= alive and port == 6817,
+                "registered": port == 6817, "account": "simcluster",
+                "slurmdbd": {"alive": "slurmdbd" in alive, "port": 6819},
+                "mariadb": {"alive": "mariadbd" in alive, "port": 3306}}
 
     def list_clusters(self) -> List[Dict]:
         groups: Dict[str, List[dict]] = {}

@@ -9,17 +9,17 @@ table, JSON and JUnit. The jobs (workloads/) are written into
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional
 
-from provisioner.errors import UsageError
-from provisioner.providers.local import load_state
-from provisioner.verify.context import VerifyContext
-from provisioner.verify.jobs import JobTracker, SlurmClient
+from provisioner.verify.context import WORKLOADS_DIR, VerifyContext
+from provisioner.verify.jobs import JobTracker
 from provisioner.verify.runner import CheckResult, run_checks
 from provisioner.verify.suites import SUITES, checks_for, parse_suites
+from provisioner.verify.targets import target_for
 
 __all__ = ["VerifyRun", "run_verify", "parse_suites", "SUITES"]
 
@@ -37,9 +37,10 @@ class VerifyRun:
         return any(r.status == "FAIL" for r in self.results)
 
 
-def new_run_dir(state_root: Path) -> Path:
-    """<state_dir>/verify/<YYYYmmdd-HHMMSS>[-N]: one directory per verify run."""
-    base = state_root / "verify" / time.strftime("%Y%m%d-%H%M%S")
+def new_run_dir(runs_root: Path) -> Path:
+    """<runs_root>/verify/<YYYYmmdd-HHMMSS>[-N]: one directory per verify run (runs_root is
+    the state directory of a local cluster, the shared directory of a docker one)."""
+    base = runs_root / "verify" / time.strftime("%Y%m%d-%H%M%S")
     path, n = base, 1
     while True:
         try:
@@ -54,16 +55,17 @@ def new_run_dir(state_root: Path) -> Path:
 
 def run_verify(name: str, suites: List[str], report: Callable[[CheckResult], None],
                timeout: Optional[float] = None, header: Callable[[str], None] = lambda s: None) -> VerifyRun:
-    state = load_state(name)
-    if state.backend != "local":
-        raise UsageError(f"verify runs on the local backend; '{name}' is a {state.backend} cluster")
-    run_dir = new_run_dir(Path(state.root))
-    client = SlurmClient(state.layout.slurm_conf)
-    tracker = JobTracker(client)
-    ctx = VerifyContext(state=state, client=client, tracker=tracker, run_dir=run_dir, timeout=timeout,
+    target = target_for(name)
+    run_dir = new_run_dir(target.runs_root)
+    # The training scripts go with the job files: the run directory is all a job needs
+    # (a docker cluster sees only its shared directory), and it can be re-run by hand.
+    shutil.copytree(WORKLOADS_DIR, run_dir / "workloads", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+    tracker = JobTracker(target.client)
+    ctx = VerifyContext(target=target, tracker=tracker, run_dir=run_dir, timeout=timeout,
                         job_prefix=f"verify-{run_dir.name}")
-    header(f"verifying cluster '{name}' ({len(state.cluster_spec.nodes)} nodes): suites {','.join(suites)}; "
-           f"job files in {run_dir}")
+    where = "" if target.backend == "local" else f" = {target.cluster_path(run_dir)} in the containers"
+    header(f"verifying {target.backend} cluster '{name}' ({len(target.spec.nodes)} nodes): suites "
+           f"{','.join(suites)}; job files in {run_dir}{where}")
     t0 = time.monotonic()
     tracker.start()
     try:

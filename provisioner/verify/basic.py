@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from provisioner.config.types import ClusterSpec
-from provisioner.slurm import node_states
 from provisioner.verify.context import Submitted, VerifyContext, render_template
 from provisioner.verify.jobs import JobError
 from provisioner.verify.outcome import CheckFailed, CheckSkipped, Outcome
@@ -86,13 +85,12 @@ def check_controller(ctx: VerifyContext) -> Outcome:
     proc = ctx.client.run(["scontrol", "ping"], timeout=15)
     text = (proc.stdout + proc.stderr).strip()
     if proc.returncode != 0 or " is UP" not in text:
-        raise CheckFailed(f"slurmctld does not answer: {text or 'no output'}",
-                          hint=f"see {ctx.state.layout.daemon_log('slurmctld')}")
+        raise CheckFailed(f"slurmctld does not answer: {text or 'no output'}", hint=ctx.target.log_hint("slurmctld"))
     return Outcome(text.splitlines()[0])
 
 
 def check_nodes(ctx: VerifyContext) -> Outcome:
-    states = node_states(ctx.client.slurm_conf)
+    states = ctx.client.node_states()
     if states is None:
         raise CheckFailed("sinfo does not answer")
     bad, seen = [], []
@@ -103,7 +101,7 @@ def check_nodes(ctx: VerifyContext) -> Outcome:
         if st is None or not st.ready:
             bad.append(f"{name} is {st.state if st else 'missing'}{' (' + st.reason + ')' if st and st.reason else ''}")
     if bad:
-        raise CheckFailed("; ".join(bad), hint=f"slurmd logs: {ctx.state.layout.log}")
+        raise CheckFailed("; ".join(bad), hint=ctx.target.log_hint("slurmd"))
     return Outcome(f"{len(ctx.node_names)} nodes ready: {' '.join(seen)}")
 
 
@@ -140,7 +138,7 @@ def _env_problems(ctx: VerifyContext, job: Submitted, nodes: List[str], per_node
     order = expand_nodelist(ctx, b.get("nodelist", ""))
     if sorted(order) != sorted(nodes):
         problems.append(f"SLURM_JOB_NODELIST={b.get('nodelist')} expands to {order}, expected {nodes}")
-    want = {"job": job.job_id, "num_nodes": str(len(nodes)), "ntasks": str(total), "submit_dir": str(job.workdir)}
+    want = {"job": job.job_id, "num_nodes": str(len(nodes)), "ntasks": str(total), "submit_dir": ctx.cluster_path(job.workdir)}
     for key, value in want.items():
         if b.get(key) != value:
             problems.append(f"batch step: {key}={b.get(key)!r}, expected {value!r}")
@@ -197,26 +195,28 @@ def check_gpus(ctx: VerifyContext) -> Outcome:
         steps = {d.get("node"): d.get("cvd") for d in lines_with(job.output, "STEP")}
         batch = lines_with(job.output, "BATCH")
         for name in nodes:
-            want = ",".join(str(g) for g in ctx.spec.node(name).gpus)
+            want = ctx.target.visible_gpus(name)
             if steps.get(name) != want:
                 problems.append(f"{name}: a step with its GPUs sees CUDA_VISIBLE_DEVICES={steps.get(name)!r}, expected {want!r}")
             seen.append(f"{name}={want}")
         if batch:
             bnode = batch[0].get("node")
-            want = ",".join(str(g) for g in ctx.spec.node(bnode).gpus) if bnode in ctx.node_names else None
+            want = ctx.target.visible_gpus(bnode) if bnode in ctx.node_names else None
             if batch[0].get("cvd") != want:
                 problems.append(f"batch step on {bnode}: CUDA_VISIBLE_DEVICES={batch[0].get('cvd')!r}, expected {want!r}")
         if problems:
             raise CheckFailed("; ".join(problems[:6]), output=job.output)
     fake = " (fake)" if ctx.spec.fake_gpus else ""
-    return Outcome(f"physical GPU ids{fake} in batch and srun steps: {' '.join(seen)}")
+    kind = ("physical GPU ids" if ctx.target.backend == "local"
+            else "GPU ids (each container holds only its own GPUs, numbered from 0)")
+    return Outcome(f"{kind}{fake} in batch and srun steps: {' '.join(seen)}")
 
 
 def check_sbatch_output(ctx: VerifyContext) -> Outcome:
     check = "basic.sbatch-output"
     workdir = ctx.check_dir(check)
     script = render_template("basic_output.sbatch", {"TIME": ctx.time_minutes(ctx.limit(60)), "MEM": MEM,
-                                                    "ERROR": workdir / "err-%j.txt"})
+                                                    "ERROR": ctx.cluster_path(workdir / "err-%j.txt")})
     job = ctx.submit(check, script, output="out-%j.txt")
     ctx.wait_ok(job, ctx.limit(60))
     err = workdir / f"err-{job.job_id}.txt"
@@ -335,7 +335,7 @@ def check_requeue(ctx: VerifyContext) -> Outcome:
 def check_accounting(ctx: VerifyContext) -> Outcome:
     """Accounting clusters: a tiny job reaches slurmdbd and sacct shows it COMPLETED."""
     from provisioner.accounting_check import check_accounting as run_accounting_check
-    ok, detail = run_accounting_check(ctx.state, timeout=ctx.limit(60))
+    ok, detail = run_accounting_check(ctx.client, ctx.spec, timeout=ctx.limit(60))
     if not ok:
-        raise CheckFailed(detail, hint=f"see {ctx.state.layout.daemon_log('slurmdbd')}")
+        raise CheckFailed(detail, hint=ctx.target.log_hint("slurmdbd"))
     return Outcome(detail)

@@ -7,11 +7,14 @@ import socket
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from provisioner.config.types import ClusterSpec
 from provisioner.state import ClusterState
 from provisioner.verify.jobs import JobError, JobTracker, SlurmClient
+
+if TYPE_CHECKING:
+    from provisioner.verify.targets import VerifyTarget
 
 WORKLOADS_DIR = Path(__file__).resolve().parents[1] / "workloads"
 _PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
@@ -52,17 +55,33 @@ class Submitted:
 
 @dataclass
 class VerifyContext:
-    state: ClusterState
-    client: SlurmClient
+    target: "VerifyTarget"
     tracker: JobTracker
-    run_dir: Path
+    run_dir: Path  # on this host; the cluster sees it at cluster_path(run_dir)
     timeout: Optional[float] = None  # --timeout: per-check limit, overrides the defaults
     job_prefix: str = "scv"
     jobs: List[str] = field(default_factory=list)
 
     @property
     def spec(self) -> ClusterSpec:
-        return self.state.cluster_spec
+        return self.target.spec
+
+    @property
+    def client(self) -> SlurmClient:
+        return self.target.client
+
+    @property
+    def state(self) -> Optional[ClusterState]:
+        """The local backend's state (None on docker clusters)."""
+        return self.target.state
+
+    def cluster_path(self, host_path: Path) -> str:
+        """``host_path`` (under run_dir) as the cluster's jobs see it."""
+        return self.target.cluster_path(host_path)
+
+    def workload(self, script: str) -> str:
+        """A workloads/ script as the jobs see it (run_verify copies them into run_dir)."""
+        return self.cluster_path(self.run_dir / "workloads" / script)
 
     @property
     def node_names(self) -> List[str]:
@@ -88,8 +107,10 @@ class VerifyContext:
         script.write_text(script_text)
         script.chmod(0o755)
         out_name = output or f"{script.stem}-%j.out"
-        job_id = self.client.sbatch(script, [f"--job-name={self.job_prefix}-{check}", f"--output={workdir / out_name}",
-                                             "--chdir", str(workdir), *args], env=env)
+        job_id = self.client.sbatch(self.cluster_path(script),
+                                    [f"--job-name={self.job_prefix}-{check}",
+                                     f"--output={self.cluster_path(workdir / out_name)}",
+                                     "--chdir", self.cluster_path(workdir), *args], env=env)
         self.jobs.append(job_id)
         self.tracker.watch(job_id)
         return Submitted(job_id, workdir, workdir / out_name.replace("%j", job_id))

@@ -15,7 +15,7 @@ CHECKS: Sequence[Check] = (
     Check("basic.nodes", "basic", basic.check_nodes, "every node is up and schedulable (idle)", gate=True),
     Check("basic.srun-env", "basic", basic.check_srun_env,
           "srun over all nodes: SLURM_PROCID/NODEID/LOCALID/NTASKS/JOB_NODELIST in batch and step"),
-    Check("basic.gpus", "basic", basic.check_gpus, "each node's jobs see exactly its physical GPU ids"),
+    Check("basic.gpus", "basic", basic.check_gpus, "each node's jobs see exactly its own GPUs (physical ids; in containers, numbered from 0)"),
     Check("basic.sbatch-output", "basic", basic.check_sbatch_output, "an sbatch job writes its --output/--error files"),
     Check("basic.array", "basic", basic.check_array, "a job array sets SLURM_ARRAY_*"),
     Check("basic.dependency", "basic", basic.check_dependency, "--dependency=afterok runs only after its parent succeeded"),

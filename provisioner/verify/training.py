@@ -8,32 +8,19 @@ NCCL when their node has a real GPU, else CPU and gloo.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 from typing import Callable, Dict, List, Optional
 
 from provisioner.verify.basic import partition_line, training_partition
-from provisioner.verify.context import WORKLOADS_DIR, VerifyContext, free_port, python_bin_dir, render_template
+from provisioner.verify.context import VerifyContext, free_port, render_template
 from provisioner.verify.outcome import CheckFailed, CheckSkipped, Outcome
 
 RESULT_PREFIX = "SIMCLUSTER_RESULT "
-INSTALL_HINT = "pip install -e '.[train]' (or make setup)"
 TRAIN_TIMEOUT = 240.0  # seconds verify waits for one training job (~10-25 s on 2 CPU cores)
 # SIMCLUSTER_VERIFY_BREAK=<suite>:crash|hang makes that suite's job fail on purpose
 # (verify's own tests use it to prove failures are reported, never hung on).
 BREAK_VAR = "SIMCLUSTER_VERIFY_BREAK"
-
-
-def stack_missing(modules: List[str]) -> Optional[str]:
-    """The first module of a training stack that is not importable by the jobs' python."""
-    for mod in modules:
-        try:
-            if importlib.util.find_spec(mod) is None:
-                return mod
-        except (ImportError, ValueError):
-            return mod
-    return None
 
 
 def parse_result(text: str) -> Optional[Dict]:
@@ -50,9 +37,9 @@ def parse_result(text: str) -> Optional[Dict]:
 def run_workload(ctx: VerifyContext, suite: str, script: str, template: str, modules: List[str],
                  judge: Callable[[Dict, List[str]], List[str]], summary: Callable[[Dict], str],
                  nodes: int = 2, env: Optional[Dict[str, str]] = None) -> Outcome:
-    missing = stack_missing(modules)
+    missing = ctx.target.missing_module(modules)
     if missing:
-        raise CheckSkipped(f"{missing} is not installed: {INSTALL_HINT}")
+        raise CheckSkipped(f"{missing} is not installed: {ctx.target.install_hint}")
     place = training_partition(ctx.spec, nodes)
     if place is None:
         raise CheckSkipped(f"needs a partition with at least {nodes} nodes")
@@ -66,8 +53,8 @@ def run_workload(ctx: VerifyContext, suite: str, script: str, template: str, mod
     text = render_template(template, {
         "WORKLOAD": suite, "NODES": nodes, "MEM": "512M", "TIME": ctx.time_minutes(limit),
         "GRES_LINE": "#SBATCH --gres=gpu:1" if with_gpu else "", "PARTITION_LINE": partition_line(part),
-        "BIN": python_bin_dir(), "SCRIPT": WORKLOADS_DIR / script})
-    job_env = {"MASTER_PORT": str(free_port()), "SIMCLUSTER_CKPT_DIR": str(workdir / "checkpoint")}
+        "BIN": ctx.target.python_bin, "SCRIPT": ctx.workload(script)})
+    job_env = {"MASTER_PORT": str(free_port()), "SIMCLUSTER_CKPT_DIR": ctx.cluster_path(workdir / "checkpoint")}
     job_env.update(env or {})
     brk = os.environ.get(BREAK_VAR, "")
     if brk.startswith(suite + ":"):
@@ -95,7 +82,7 @@ def common_problems(ctx: VerifyContext, r: Dict, nodes: int, with_gpu: bool) -> 
         for p in where:
             node = p.get("node")
             if node in ctx.node_names:
-                want = ",".join(str(g) for g in ctx.spec.node(node).gpus[:1])
+                want = ctx.target.visible_gpus(node, 1)
                 if p.get("cuda_visible_devices") != want:
                     problems.append(f"rank {p.get('rank')} on {node} sees CUDA_VISIBLE_DEVICES="
                                     f"{p.get('cuda_visible_devices')!r}, expected {want!r}")

@@ -4,42 +4,15 @@ from __future__ import annotations
 
 import json
 import subprocess
+import time
 import uuid
 
 import pytest
 
 from tests.conftest import run_cli
+from tests.docker.conftest import LABEL, docker_ids, networks
 
 pytestmark = pytest.mark.integration
-LABEL = "io.simcluster.cluster"
-
-
-def docker_ids(*filters: str) -> list:
-    args = ["docker", "ps", "-aq"] + [a for f in filters for a in ("--filter", f)]
-    return subprocess.run(args, stdout=subprocess.PIPE, text=True, check=True).stdout.split()
-
-
-def networks(name: str) -> list:
-    return subprocess.run(["docker", "network", "ls", "-q", "--filter", f"label={LABEL}={name}"],
-                          stdout=subprocess.PIPE, text=True, check=True).stdout.split()
-
-
-@pytest.fixture
-def docker_cluster(sim_home):
-    """Factory for docker clusters that are always removed."""
-    made = []
-
-    def _make(*args: str) -> str:
-        name = f"d{uuid.uuid4().hex[:6]}"
-        made.append(name)
-        run_cli(["up", "--backend", "docker", "--name", name, *args], sim_home, check=True, timeout=900)
-        return name
-
-    yield _make
-    for name in made:
-        run_cli(["down", "--name", name], sim_home)
-        assert docker_ids(f"label={LABEL}={name}") == [], f"containers of {name} left behind"
-        assert networks(name) == [], f"network of {name} left behind"
 
 
 def test_image_build_is_cached(sim_home):
@@ -51,6 +24,30 @@ def test_image_build_is_cached(sim_home):
     assert "debootstrap" not in again.stderr  # the base is not rebuilt
     assert subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", tag], stdout=subprocess.PIPE,
                           text=True, check=True).stdout.strip() == image_id
+
+
+def test_up_rebuilds_a_default_image_built_from_other_docker_files(sim_home):
+    # An image built by an older simcluster has another entrypoint: `up` must not use it
+    # with this version's configs. Relabel the default image as such an image.
+    from provisioner.image import LABEL_CONTEXT, default_image, image_is_current
+    tag = default_image()
+    run_cli(["image", "build", *(["--train"] if tag.endswith("-train") else [])], sim_home, check=True, timeout=1200)
+    stale = subprocess.run(["docker", "build", "-q", "-t", tag, "--label", f"{LABEL_CONTEXT}=older", "-"],
+                           input=f"FROM {tag}\n", stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+    name = f"d{uuid.uuid4().hex[:6]}"
+    try:
+        assert not image_is_current(tag)
+        proc = run_cli(["up", "--backend", "docker", "--name", name, "--nodes", "1"], sim_home, timeout=900)
+        assert proc.returncode == 0, proc.stderr
+        assert "built from older docker/ files: rebuilding it" in proc.stderr
+        assert image_is_current(tag)
+        ctl = subprocess.run(["docker", "inspect", "-f", "{{.Image}}", f"simcluster-{name}-ctl"],
+                             stdout=subprocess.PIPE, text=True, check=True).stdout.strip()
+        assert ctl != stale
+    finally:
+        run_cli(["down", "--name", name], sim_home)
+        subprocess.run(["docker", "rmi", stale], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    assert docker_ids(f"label={LABEL}={name}") == []
 
 
 def test_docker_cluster_runs_jobs_and_resolves_node_names(docker_cluster, sim_home):
@@ -118,3 +115,47 @@ def test_docker_up_failure_cleans_up(sim_home):
     assert "Traceback" not in proc.stderr
     assert docker_ids(f"label={LABEL}={name}") == [] and networks(name) == []
     assert not (sim_home / name).exists()
+
+
+def _sacct_rows(name: str, sim_home, job_ids) -> dict:
+    """{job id: (state, exit code)} for the jobs' allocations, once sacct has all of them."""
+    rows = {}
+    for _ in range(120):  # records can trail a job's end by a second or so
+        out = run_cli(["exec", "--name", name, "--", "sacct", "-n", "-P", "-X", "-j", ",".join(job_ids),
+                       "--format=JobID,State,ExitCode"], sim_home, check=True).stdout
+        rows = {f[0]: (f[1], f[2]) for f in (line.split("|") for line in out.splitlines()) if len(f) == 3}
+        if all(j in rows and rows[j][0] in ("COMPLETED", "FAILED") for j in job_ids):
+            break
+        time.sleep(0.5)
+    return rows
+
+
+def test_docker_cluster_with_accounting(docker_cluster, sim_home, tmp_path):
+    """slurmdbd + MariaDB in the controller container: sacct knows every job's end, verify's
+    basic.accounting passes, status and export-logs report it."""
+    name = docker_cluster("--nodes", "2", "--accounting")
+    status = json.loads(run_cli(["status", "--name", name, "--json"], sim_home, check=True).stdout)
+    assert status["healthy"] and status["accounting"]["enabled"], status
+    assert status["accounting"]["registered"] and status["accounting"]["slurmdbd"]["alive"]
+
+    ok = run_cli(["exec", "--name", name, "--", "sbatch", "--wait", "--parsable", "-N2", "--wrap", "srun true"],
+                 sim_home, check=True).stdout.strip()
+    bad = run_cli(["exec", "--name", name, "--", "sbatch", "--wait", "--parsable", "--wrap", "exit 3"], sim_home)
+    assert bad.returncode != 0
+    bad_id = bad.stdout.strip()
+    rows = _sacct_rows(name, sim_home, [ok, bad_id])
+    assert rows.get(ok) == ("COMPLETED", "0:0") and rows.get(bad_id) == ("FAILED", "3:0"), rows
+    assoc = run_cli(["exec", "--name", name, "--", "sacctmgr", "-n", "-P", "show", "assoc", "format=Cluster,Account,User"],
+                    sim_home, check=True).stdout
+    assert f"{name}|simcluster|root" in assoc
+
+    report = run_cli(["verify", "--name", name, "--suite", "basic", "--json"], sim_home, timeout=600)
+    checks = {c["name"]: c for c in json.loads(report.stdout)["checks"]}
+    assert checks["basic.accounting"]["status"] == "PASS", checks["basic.accounting"]
+    assert report.returncode == 0, report.stderr[-2000:]
+
+    bundle = tmp_path / "bundle"
+    run_cli(["export-logs", str(bundle), "--name", name], sim_home, check=True)
+    assert (bundle / "logs" / "controller" / "slurmdbd.log").is_file()
+    assert (bundle / "logs" / "node1" / "slurmd-node1.log").is_file()
+    assert name in (bundle / "sacctmgr-show-cluster.txt").read_text()

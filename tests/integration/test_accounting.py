@@ -21,6 +21,7 @@ from typing import Dict, List
 import pytest
 
 from provisioner.accounting_check import check_accounting
+from provisioner.verify.jobs import SlurmClient
 from provisioner.paths import ClusterLayout
 from provisioner.procs import cluster_pids
 from provisioner.state import ClusterState
@@ -119,7 +120,7 @@ def test_sacct_sshare_status_and_verify_check(make_cluster, tmp_path):
     assert "accounting healthy" in text and "cluster registered" in text
 
     # The check `verify` runs when accounting is on.
-    passed, detail = check_accounting(st)
+    passed, detail = check_accounting(SlurmClient(st.layout.slurm_conf), st.cluster_spec)
     assert passed, detail
     assert "COMPLETED" in detail
 
@@ -179,7 +180,7 @@ def test_without_accounting_nothing_changes(make_cluster):
     assert not (c.root / "etc" / "slurmdbd.conf").exists() and not (c.root / "mariadb").exists()
     status = json.loads(run_cli(["status", "--name", c.name, "--json"], c.home, check=True).stdout)
     assert status["accounting"] == {"enabled": False}
-    passed, detail = check_accounting(state_of(c))
+    passed, detail = check_accounting(SlurmClient(state_of(c).layout.slurm_conf), state_of(c).cluster_spec)
     assert not passed and "not enabled" in detail
 
 
@@ -198,13 +199,6 @@ def test_a_database_that_fails_to_start_leaves_nothing_behind(sim_home, monkeypa
     assert "no-such-option" in err.value.details  # the log tail says why
     assert not (sim_home / "dbfail").exists()
     assert cluster_pids(sim_home / "dbfail") == [] and daemons_under(sim_home) == []
-
-
-def test_accounting_is_refused_for_the_docker_backend(sim_home):
-    proc = run_cli(["up", "--name", "dock", "--backend", "docker", "--accounting"], sim_home)
-    assert proc.returncode == 2
-    assert "accounting" in proc.stderr and "docker backend" in proc.stderr
-    assert "Traceback" not in proc.stderr
 
 
 def test_rootless_accounting(unprivileged_user):

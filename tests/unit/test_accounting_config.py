@@ -32,10 +32,26 @@ def test_accounting_is_off_by_default_and_a_plain_bool():
     assert "accounting: expected true or false" in str(err.value)
 
 
-def test_accounting_is_refused_for_the_docker_backend():
-    with pytest.raises(ConfigError) as err:
-        spec_from({"accounting": True, "backend": "docker"})
-    assert "not supported by the docker backend" in str(err.value)
+def test_docker_accounting_configs_point_at_the_controller_container(tmp_path):
+    """On docker, slurmdbd and MariaDB run in the controller container (hostname slurmctld):
+    slurm.conf sends accounting there; slurmdbd.conf (0600) names it as its own host."""
+    from provisioner.providers.docker import CONTROLLER_HOST, DockerProvider
+
+    spec = spec_from({"accounting": True, "backend": "docker", "nodes": 2})
+    layout = ClusterLayout(tmp_path / "c")
+    DockerProvider()._render(spec, layout)
+    conf = settings((layout.etc / "slurm.conf").read_text())
+    assert conf["AccountingStorageType"] == "accounting_storage/slurmdbd"
+    assert conf["AccountingStorageHost"] == CONTROLLER_HOST and conf["AccountingStoragePort"] == "6819"
+    assert "AccountingStoragePass" not in conf  # containers use munge's default socket
+    dbd_path = layout.etc / "slurmdbd.conf"
+    dbd = settings(dbd_path.read_text())
+    assert dbd["DbdHost"] == CONTROLLER_HOST and dbd["StorageHost"] == "127.0.0.1"
+    assert dbd["StoragePort"] == "3306" and dbd["SlurmUser"] == "root" and "AuthInfo" not in dbd
+    assert len(dbd["StoragePass"]) == 32 and dbd["StoragePass"] != "change-me"
+    assert stat.S_IMODE(dbd_path.stat().st_mode) == 0o600
+    args = DockerProvider()._run_args(spec, layout, "img", None)
+    assert any(a.startswith("SIMCLUSTER_MARIADB_OPTS=--innodb") for a in args)
 
 
 def test_accounting_is_part_of_the_identity_and_old_specs_load():
