@@ -8,6 +8,7 @@ cancelled and the caller reports a failure with the job's output.
 
 from __future__ import annotations
 
+import posixpath
 import re
 import subprocess
 import threading
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
 from provisioner.procs import tail_lines
-from provisioner.slurm import client_env
+from provisioner.slurm import SINFO_NODE_ARGS, NodeState, client_env, parse_sinfo
 
 POLL_S = 0.2
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
@@ -67,7 +68,9 @@ class JobView:
 
 
 class SlurmClient:
-    """Slurm client commands against one cluster (SLURM_CONF set, nothing inherited)."""
+    """Slurm client commands against one cluster on this host (SLURM_CONF set, nothing inherited)."""
+
+    poll_s = POLL_S  # how often the tracker asks squeue
 
     def __init__(self, slurm_conf: Path, extra_env: Optional[Dict[str, str]] = None):
         self.slurm_conf = slurm_conf
@@ -79,23 +82,33 @@ class SlurmClient:
         self.env.update(extra_env or {})
 
     def run(self, argv: Sequence[str], timeout: float = 20.0, env: Optional[Dict[str, str]] = None,
-            cwd: Optional[Path] = None) -> subprocess.CompletedProcess:
+            cwd: Optional[str] = None) -> subprocess.CompletedProcess:
+        """Run a Slurm client command; ``cwd`` is a path as the cluster sees it."""
         full_env = dict(self.env)
         full_env.update(env or {})
+        return self._run(list(argv), full_env, timeout, cwd)
+
+    def _run(self, argv: List[str], env: Optional[Dict[str, str]], timeout: float,
+             cwd: Optional[str]) -> subprocess.CompletedProcess:
         try:
-            return subprocess.run(list(argv), env=full_env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, timeout=timeout, cwd=str(cwd) if cwd else None)
+            return subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True, timeout=timeout, cwd=cwd)
         except subprocess.TimeoutExpired:
             return subprocess.CompletedProcess(list(argv), 124, "", f"{argv[0]} did not answer in {timeout:.0f}s")
         except OSError as exc:
             return subprocess.CompletedProcess(list(argv), 127, "", f"{argv[0]}: {exc}")
 
-    def sbatch(self, script: Path, args: Sequence[str] = (), env: Optional[Dict[str, str]] = None) -> str:
-        """Submit ``script``; return the job id. Runs in the script's directory."""
-        proc = self.run(["sbatch", "--parsable", *args, str(script)], env=env, cwd=script.parent)
+    def sbatch(self, script: str, args: Sequence[str] = (), env: Optional[Dict[str, str]] = None) -> str:
+        """Submit ``script`` (a path as the cluster sees it) from its directory; return the job id."""
+        proc = self.run(["sbatch", "--parsable", *args, script], env=env, cwd=posixpath.dirname(script))
         if proc.returncode != 0:
-            raise JobError(f"sbatch {script.name} failed: {(proc.stderr or proc.stdout).strip()}")
+            raise JobError(f"sbatch {posixpath.basename(script)} failed: {(proc.stderr or proc.stdout).strip()}")
         return proc.stdout.strip().split(";")[0]
+
+    def node_states(self) -> Optional[Dict[str, NodeState]]:
+        """{node: NodeState} from sinfo, or None if the controller does not answer."""
+        proc = self.run(SINFO_NODE_ARGS, timeout=10)
+        return parse_sinfo(proc.stdout) if proc.returncode == 0 else None
 
     def scancel(self, job_id: str) -> None:
         self.run(["scancel", job_id], timeout=10)
@@ -110,6 +123,34 @@ class SlurmClient:
                 if sep and key not in fields:
                     fields[key] = value
         return fields
+
+
+class DockerSlurmClient(SlurmClient):
+    """Slurm client commands run inside a docker cluster's controller container.
+
+    Only the variables a caller passes (``env``) go in with ``-e``: the container has its
+    own SLURM_CONF and PATH, and the host's environment means nothing there.
+    """
+
+    poll_s = 0.5  # each poll is a `docker exec` (~40 ms of CPU in dockerd/containerd/runc)
+
+    def __init__(self, container: str):
+        self.container = container
+        self.slurm_conf = Path("/etc/simcluster/slurm.conf")  # inside the containers
+        self.env = {}
+
+    def exec_argv(self, argv: Sequence[str], env: Optional[Dict[str, str]] = None,
+                  cwd: Optional[str] = None) -> List[str]:
+        cmd = ["docker", "exec"]
+        if cwd:
+            cmd += ["-w", cwd]
+        for key, value in sorted((env or {}).items()):
+            cmd += ["-e", f"{key}={value}"]
+        return cmd + [self.container, *argv]
+
+    def _run(self, argv: List[str], env: Optional[Dict[str, str]], timeout: float,
+             cwd: Optional[str]) -> subprocess.CompletedProcess:
+        return super()._run(self.exec_argv(argv, env, cwd), None, timeout, None)
 
 
 class JobTracker:
@@ -164,7 +205,7 @@ class JobTracker:
             self._poll(ids)
             with self._cond:
                 self._cond.notify_all()
-                self._cond.wait(POLL_S)
+                self._cond.wait(self.client.poll_s)
 
     def _poll(self, ids: List[str]) -> None:
         proc = self.client.run(["squeue", "--noheader", "--array", "--states=all", f"--jobs={','.join(ids)}",
@@ -229,17 +270,41 @@ def tail(path: Optional[Path], lines: int = 25) -> str:
 
 
 # "RuntimeError: ...", "torch.distributed.DistBackendError: ...", "slurmstepd: error: ..."
-# (after an optional "[rank1]: " or srun --label "1: " prefix)
+# (after an optional "[rank1]: " or srun --label "1: " prefix), and the C++/interpreter
+# deaths that print no exception: "terminate called ...", "Fatal Python error: ...".
 _ERROR_LINE = re.compile(r"^\s*(?:\[rank\d+\]:\s*|\d+:\s*)?"
-                         r"(?:[\w.]+(?:Error|Exception)\b[^:(]*:|slurmstepd\S*: error:|srun: error:|error:)", re.I)
-_NOISE = re.compile(r"SignalException|got signal: 15|Job step aborted|Terminating StepId|task \d+: (Terminated|Exited)")
+                         r"(?:[\w.]+(?:Error|Exception)\b[^:(]*:|slurmstepd\S*: error:|srun: error:|error:"
+                         r"|terminate called|Fatal Python error:|Segmentation fault)", re.I)
+# Lines that follow a failure rather than cause it: SIGTERMed ranks, srun's step teardown,
+# and torchrun's wrapper exception (its "Root Cause" block is read separately).
+_NOISE = re.compile(r"SignalException|got signal: 15|Job step aborted|Terminating StepId|task \d+: (Terminated|Exited)"
+                    r"|ChildFailedError")
+# torchrun's summary of the first worker that died (host, rank, exit code), e.g. a SIGABRT.
+_ROOT_CAUSE_FIELD = re.compile(r"^\s*(host|rank|exitcode)\s*:\s*(.+?)\s*$")
+
+
+def torchrun_root_cause(text: str) -> str:
+    """'rank 1 (local_rank: 0) on node2: exitcode -6 (pid: 777)  (SIGABRT)' from torchrun's
+    "Root Cause (first observed failure)" block, or ''."""
+    idx = text.find("Root Cause (first observed failure)")
+    if idx < 0:
+        return ""
+    fields: Dict[str, str] = {}
+    for line in text[idx:].splitlines()[1:12]:
+        m = _ROOT_CAUSE_FIELD.match(line)
+        if m:
+            fields.setdefault(m.group(1), " ".join(m.group(2).split()))
+    if not fields:
+        return ""
+    return f"rank {fields.get('rank', '?')} on {fields.get('host', '?')}: exitcode {fields.get('exitcode', '?')}"
 
 
 def first_error(path: Optional[Path]) -> str:
     """The first line of a job's output that reads like the cause of a failure.
 
     With --kill-on-bad-exit the *other* ranks die last (SIGTERM tracebacks), so the tail
-    of the output hides the rank that failed first; this line names it.
+    of the output hides the rank that failed first; this line names it, followed by
+    torchrun's own account of which worker died first when there is one.
     """
     if path is None:
         return ""
@@ -247,7 +312,12 @@ def first_error(path: Optional[Path]) -> str:
         text = path.read_text(errors="replace")
     except OSError:
         return ""
+    found = ""
     for line in text.splitlines():
         if _ERROR_LINE.match(line) and not _NOISE.search(line):
-            return line.strip()[:300]
-    return ""
+            found = line.strip()[:300]
+            break
+    cause = torchrun_root_cause(text)
+    if cause:
+        return f"{found} (torchrun: first failure {cause})" if found else f"torchrun: first failure {cause}"
+    return found

@@ -232,7 +232,8 @@ def test_rootless_accounting(unprivileged_user):
         assert down.returncode == 0, down.stderr
         assert cluster_pids(home / "ra") == [] and not (home / "ra").exists()
     finally:
-        subprocess.run(cli + ["down", "--all"], env=dict(os.environ, SIMCLUSTER_HOME=str(home)),
+        # By name: `down --all` would also remove every docker cluster on the machine.
+        subprocess.run(cli + ["down", "--name", "ra"], env=dict(os.environ, SIMCLUSTER_HOME=str(home)),
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(home, ignore_errors=True)
 

@@ -21,6 +21,7 @@ from provisioner.verify.outcome import FAIL, PASS, SKIP, CheckFailed, CheckSkipp
 from provisioner.verify.report import failure_block, live_line, summary_table, suite_seconds, to_json, write_junit
 from provisioner.verify.runner import Check, run_one
 from provisioner.verify.suites import CHECKS, checks_for, parse_suites
+from provisioner.verify.targets import LocalTarget, physical_gpu_ids
 
 
 def spec(nodes=2, parts=None) -> ClusterSpec:
@@ -75,10 +76,9 @@ def test_outcomes_become_pass_fail_skip(tmp_path):
     assert live_line(res).startswith("x.y") and " FAIL " in live_line(res)
 
 
-def test_a_missing_training_stack_is_skip_with_the_install_hint(monkeypatch):
-    assert training.stack_missing(["json", "surely_not_installed_module"]) == "surely_not_installed_module"
-    monkeypatch.setattr(training, "stack_missing", lambda mods: mods[-1])
-    ctx = SimpleNamespace(spec=spec())
+def test_a_missing_training_stack_is_skip_with_the_install_hint():
+    target = SimpleNamespace(missing_module=lambda mods: mods[-1], install_hint=LocalTarget.install_hint)
+    ctx = SimpleNamespace(spec=spec(), target=target)
     for func in (training.check_ddp, training.check_fsdp, training.check_deepspeed, training.check_megatron):
         with pytest.raises(CheckSkipped) as exc:
             func(ctx)
@@ -89,7 +89,9 @@ def test_training_result_parsing_and_judging():
     text = "noise\n[rank 0] hello\nSIMCLUSTER_RESULT {\"loss_first\": 4.0, \"loss_last\": 1.0}\n"
     assert training.parse_result(text) == {"loss_first": 4.0, "loss_last": 1.0}
     assert training.parse_result("no result here") is None
-    ctx = SimpleNamespace(spec=spec(), node_names=["node1", "node2"])
+    s = spec()
+    ctx = SimpleNamespace(spec=s, node_names=["node1", "node2"],
+                          target=SimpleNamespace(visible_gpus=lambda node, count=None: physical_gpu_ids(s, node, count)))
     good = {"world_size": 2, "device": "cpu", "backend": "gloo", "loss_first": 4.0, "loss_last": 1.0,
             "placement": [{"rank": 0, "node": "node1", "cuda_visible_devices": "0"},
                           {"rank": 1, "node": "node2", "cuda_visible_devices": "1"}]}
@@ -121,6 +123,24 @@ def test_parse_kv_and_first_error(tmp_path):
                    "0: ValueError: bad shape\nsrun: error: node2: task 1: Exited with exit code 1\n")
     assert first_error(out) == "0: ValueError: bad shape"
     assert first_error(tmp_path / "missing") == ""
+
+
+def test_first_error_names_the_worker_torchrun_saw_die_first(tmp_path):
+    # A rank that aborts in C++ prints no exception; torchrun's Root Cause block names it,
+    # while the ranks srun then SIGTERMs print the longer tracebacks below.
+    out = tmp_path / "o"
+    out.write_text("SIMCLUSTER_RESULT {}\nterminate called without an active exception\n"
+                   "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+                   "Root Cause (first observed failure):\n[0]:\n  time      : 2026-11-23_10:39:47\n"
+                   "  host      : node2\n  rank      : 1 (local_rank: 0)\n"
+                   "  exitcode  : -6 (pid: 777)  (SIGABRT)\n"
+                   "srun: error: node2: task 1: Exited with exit code 1\n"
+                   "torch.distributed.elastic.multiprocessing.api.SignalException: Process 1407 got signal: 15\n")
+    assert first_error(out) == ("terminate called without an active exception (torchrun: first failure "
+                                "rank 1 (local_rank: 0) on node2: exitcode -6 (pid: 777) (SIGABRT))")
+    out.write_text("Root Cause (first observed failure):\n  host      : node1\n  rank      : 0\n"
+                   "  exitcode  : -9 (pid: 5)\n")
+    assert first_error(out) == "torchrun: first failure rank 0 on node1: exitcode -9 (pid: 5)"
 
 
 def test_json_and_junit_are_well_formed(tmp_path):
