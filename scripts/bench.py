@@ -439,7 +439,8 @@ def report(results: Dict[int, Dict], mach: Dict[str, str]) -> str:
            "image 51 s more, cached rebuild 0.1 s; `up` to all-idle 2.0 s for 2 nodes, 2.9 s for 8) is",
            "in [benchmarks-docker.md](benchmarks-docker.md); `verify` on both backends in",
            "[benchmarks-verify.md](benchmarks-verify.md); accounting in",
-           "[benchmarks-accounting.md](benchmarks-accounting.md).", "",
+           "[benchmarks-accounting.md](benchmarks-accounting.md) (+3.1 s for `up`; on docker +2.8 s,",
+           "[benchmarks-accounting-docker.md](benchmarks-accounting-docker.md)).", "",
            "## Local backend", "",
            "Reproduce: `make bench` (runs `scripts/bench.py --out docs/benchmarks.md`, a few "
            "minutes). `--sizes 256 --repeat 3 --merge` re-runs one size and keeps the others' rows; "

@@ -41,6 +41,7 @@ def steps(stderr: str) -> Dict[str, float]:
         m = STEP_RE.match(line.strip("\n"))
         if m:
             text = re.sub(r"'[^']*'", "'...'", m.group(1))  # names differ between runs
+            text = re.sub(r"simcluster-bench-\w+", "simcluster-NAME", text)
             out[text] = float(m.group(2))
     return out
 
