@@ -22,7 +22,9 @@ start_accounting() {
   get() { sed -n "s/^$1=//p" "$conf"; }
   data=/var/lib/simcluster-db
   mkdir -p "$data" /run/mysqld
-  # shellcheck disable=SC2086  # SIMCLUSTER_MARIADB_OPTS is a list of options
+  # The SQL of provisioner/actions/mariadb.py (bootstrap_header, system tables, init_sql),
+  # with the user and password taken from slurmdbd.conf: the password is in no other file.
+  # shellcheck disable=SC2086  # the *_OPTS variables are lists of options
   {
     # --bootstrap reads one statement per line.
     printf '%s\n' "CREATE DATABASE IF NOT EXISTS mysql;" "USE mysql;" "SET @auth_root_socket='root';"
@@ -33,8 +35,8 @@ start_accounting() {
       echo "CREATE USER '$(get StorageUser)'@'$host' IDENTIFIED BY '$(get StoragePass)';"
       echo "GRANT ALL ON \`$(get StorageLoc)\`.* TO '$(get StorageUser)'@'$host';"
     done
-  } | mariadbd --no-defaults --bootstrap --datadir="$data" --user=root --log-warnings=0 \
-        --enforce-storage-engine= --max-allowed-packet=8M ${SIMCLUSTER_MARIADB_OPTS:-} \
+  } | mariadbd --no-defaults --bootstrap --datadir="$data" --user=root \
+        ${SIMCLUSTER_MARIADB_BOOTSTRAP_OPTS:-} ${SIMCLUSTER_MARIADB_OPTS:-} \
         >/var/log/slurm/mariadb-install.log 2>&1 \
     || { echo "creating the accounting database failed:" >&2; tail -n 20 /var/log/slurm/mariadb-install.log >&2; exit 1; }
   mariadbd --no-defaults --datadir="$data" --socket=/run/mysqld/mysqld.sock --port="$(get StoragePort)" \
@@ -59,10 +61,8 @@ start_accounting() {
     [ "$tries" -lt 600 ] || { echo "slurmdbd did not listen within 60 s" >&2; tail -n 20 /var/log/slurm/slurmdbd.log >&2; exit 1; }
     sleep 0.1
   done
-  cluster=$(sed -n 's/^ClusterName=//p' "$SLURM_CONF")
-  printf "Cluster - '%s'\nParent - 'root'\nAccount - 'simcluster':Description='simcluster':Organization='simcluster'\nParent - 'simcluster'\nUser - 'root':DefaultAccount='simcluster'\n" \
-    "$cluster" > /run/accounts.cfg
-  sacctmgr -i load file=/run/accounts.cfg >/var/log/slurm/sacctmgr-setup.log 2>&1 \
+  # The cluster, the simcluster account and root (accounts.cfg is written by `up`).
+  sacctmgr -i load file=/etc/simcluster/accounts.cfg >/var/log/slurm/sacctmgr-setup.log 2>&1 \
     || { echo "registering the cluster in accounting failed:" >&2; cat /var/log/slurm/sacctmgr-setup.log >&2; exit 1; }
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 import subprocess
 from typing import Callable, List, Optional, Sequence
@@ -71,13 +72,11 @@ def containers(cluster: Optional[str] = None, all_states: bool = True) -> List[d
     ids = docker(args).stdout.split()
     if not ids:
         return []
-    import json
     return json.loads(docker(["inspect", *ids]).stdout)
 
 
 def labelled_spec(container: dict) -> dict:
     """The cluster spec (as a dict) a controller container carries in its labels; {} otherwise."""
-    import json
     try:
         return json.loads(container["Config"]["Labels"].get(LABEL_SPEC_JSON, "{}"))
     except ValueError:

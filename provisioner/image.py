@@ -9,13 +9,14 @@ gets the host's CPU torch wheel instead of a multi-GB CUDA download.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Callable, List, Optional
+from typing import Callable, Dict, List, Optional
 
 from provisioner import __version__
 from provisioner.dockercmd import DockerError, docker, docker_stream, image_exists, require_engine
@@ -41,29 +42,46 @@ def default_image() -> str:
 
 
 LABEL_CONTEXT = "io.simcluster.context"  # digest of docker/ files the image was built from
+CONTEXT_FILES = ("Dockerfile", "entrypoint.sh")  # what docker/ puts in the build context
 
 
 def context_digest() -> str:
     """sha256 (16 hex) of the files an image is built from: a changed entrypoint or
     Dockerfile means an image built before is out of date."""
     h = hashlib.sha256()
-    for name in ("Dockerfile", "entrypoint.sh"):
+    for name in CONTEXT_FILES:
         h.update(name.encode() + b"\0" + (REPO_ROOT / "docker" / name).read_bytes())
     return h.hexdigest()[:16]
 
 
+LABEL_FEATURES = "io.simcluster.features"  # what the image supports beyond the basics ("accounting")
+
+
+def image_labels(tag: str) -> Optional[Dict[str, str]]:
+    """The labels of image ``tag`` (one `docker image inspect`); None if there is no such image."""
+    proc = docker(["image", "inspect", "-f", "{{json .Config.Labels}}", tag], check=False, timeout=20)
+    if proc.returncode != 0:
+        return None
+    try:
+        return json.loads(proc.stdout) or {}
+    except ValueError:
+        return {}
+
+
+def is_current(labels: Dict[str, str]) -> bool:
+    """Were these image labels written by a build from this simcluster's docker/ files?"""
+    return labels.get(LABEL_CONTEXT) == context_digest()
+
+
 def image_is_current(tag: str) -> bool:
     """Was ``tag`` built from this simcluster's docker/ files?"""
-    proc = docker(["image", "inspect", "-f", '{{index .Config.Labels "%s"}}' % LABEL_CONTEXT, tag],
-                  check=False, timeout=20)
-    return proc.returncode == 0 and proc.stdout.strip() == context_digest()
+    labels = image_labels(tag)
+    return labels is not None and is_current(labels)
 
 
-def image_features(tag: str) -> List[str]:
-    """What the image says it supports (its io.simcluster.features label; [] for older images)."""
-    proc = docker(["image", "inspect", "-f", '{{index .Config.Labels "io.simcluster.features"}}', tag],
-                  check=False, timeout=20)
-    return proc.stdout.split() if proc.returncode == 0 else []
+def image_features(labels: Dict[str, str]) -> List[str]:
+    """What an image says it supports (its io.simcluster.features label; [] for older images)."""
+    return labels.get(LABEL_FEATURES, "").split()
 
 
 def host_mirror() -> str:
@@ -193,7 +211,7 @@ def build_image(progress: Progress, train: bool = False, offline: Optional[bool]
     tag = tag or image_tag(train)
     with tempfile.TemporaryDirectory(prefix="simcluster-build-") as tmp:
         ctx = Path(tmp)
-        for name in ("Dockerfile", "entrypoint.sh"):
+        for name in CONTEXT_FILES:
             shutil.copy2(REPO_ROOT / "docker" / name, ctx / name)
         fill_wheelhouse(ctx / "wheelhouse", train, progress, refresh=no_cache)
         progress(f" - docker build {tag} (from {base})")

@@ -85,6 +85,15 @@ def start_slurmdbd(ctx: UpContext, timeout: float = 30.0) -> None:
                            f"see {log}", details=tail(log)) from None
 
 
+def accounts_file(cluster: str, user: str) -> str:
+    """The `sacctmgr load` file that adds the cluster, the simcluster account and ``user``."""
+    return (f"Cluster - '{cluster}'\n"
+            "Parent - 'root'\n"
+            f"Account - '{ACCOUNT}':Description='simcluster':Organization='simcluster'\n"
+            f"Parent - '{ACCOUNT}'\n"
+            f"User - '{user}':DefaultAccount='{ACCOUNT}'\n")
+
+
 def _setup_input(ctx: UpContext) -> Tuple[List[str], Optional[str]]:
     """sacctmgr arguments and stdin that add the cluster, the account and the user.
 
@@ -98,11 +107,7 @@ def _setup_input(ctx: UpContext) -> Tuple[List[str], Optional[str]]:
     sacctmgr = find_binary("sacctmgr") or "sacctmgr"
     if os.getuid() == 0:
         flat = ctx.layout.etc / "accounts.cfg"
-        flat.write_text(f"Cluster - '{name}'\n"
-                        "Parent - 'root'\n"
-                        f"Account - '{ACCOUNT}':Description='simcluster':Organization='simcluster'\n"
-                        f"Parent - '{ACCOUNT}'\n"
-                        f"User - '{user}':DefaultAccount='{ACCOUNT}'\n")
+        flat.write_text(accounts_file(name, user))
         return [sacctmgr, "-i", "load", f"file={flat}"], None
     return [sacctmgr, "-i"], (f"add cluster {name}\n"
                               f"add account {ACCOUNT} Cluster={name} Description=simcluster Organization=simcluster\n"
@@ -209,13 +214,18 @@ DEBUG_REPORTS = (("sacctmgr-show-cluster.txt", ["sacctmgr", "show", "cluster"]),
                                 "--format=JobID,JobName,User,Account,State,ExitCode,NodeList,Elapsed"]))
 
 
+def report_text(proc: subprocess.CompletedProcess) -> str:
+    """A report command's output for export-logs, with its exit status and stderr if it failed."""
+    return proc.stdout + (f"\n(exit {proc.returncode}: {proc.stderr.strip()})" if proc.returncode else "")
+
+
 def debug_reports(st: ClusterState) -> Dict[str, str]:
     """What export-logs adds for accounting: the database's view of the cluster."""
     reports = {}
     for rel, argv in DEBUG_REPORTS:
         try:
             proc = run_client(st.layout.slurm_conf, argv, timeout=15)
-            reports[rel] = proc.stdout + (f"\n(exit {proc.returncode}: {proc.stderr.strip()})" if proc.returncode else "")
+            reports[rel] = report_text(proc)
         except (subprocess.TimeoutExpired, OSError) as exc:
             reports[rel] = f"({' '.join(argv)} failed: {exc})"
     return reports

@@ -59,7 +59,17 @@ def _as_root_options(user: str) -> List[str]:
     return [f"--user={user}"] if os.getuid() == 0 else []
 
 
-def _init_sql(password: str) -> str:
+# mariadbd --bootstrap options beyond the server's: quiet, any storage engine, room for the SQL.
+BOOTSTRAP_OPTIONS = ["--log-warnings=0", "--enforce-storage-engine=", "--max-allowed-packet=8M"]
+
+
+def bootstrap_header(user: str) -> str:
+    """What mariadb-install-db feeds the server before the system tables' SQL
+    (``user`` gets root's unix-socket login)."""
+    return f"CREATE DATABASE IF NOT EXISTS mysql;\nUSE mysql;\nSET @auth_root_socket='{user}';\n"
+
+
+def init_sql(password: str) -> str:
     """The slurm database user, for the socket and for TCP from 127.0.0.1 (slurmdbd's way)."""
     lines = ["-- Bootstrap runs without the grant tables loaded; CREATE USER needs them.",
              "FLUSH PRIVILEGES;"]
@@ -79,8 +89,7 @@ def _system_tables_sql(user: str) -> Optional[str]:
     for base in SQL_DIRS:
         paths = [Path(base) / name for name in SYSTEM_TABLES_SQL]
         if all(p.is_file() for p in paths):
-            header = f"CREATE DATABASE IF NOT EXISTS mysql;\nUSE mysql;\nSET @auth_root_socket='{user}';\n"
-            return header + "".join(p.read_text() for p in paths)
+            return bootstrap_header(user) + "".join(p.read_text() for p in paths)
     return None
 
 
@@ -96,22 +105,21 @@ def install(ctx: UpContext, password: str, timeout: float = 120.0) -> None:
     if system_sql is not None:
         # The password goes through a pipe, never into a file or a command line.
         argv = [find_binary("mariadbd") or "mariadbd", "--no-defaults", "--bootstrap", f"--datadir={data}",
-                "--log-warnings=0", "--enforce-storage-engine=", "--max-allowed-packet=8M",
-                *_as_root_options(user), *SERVER_OPTIONS]
-        _run(argv, system_sql + _init_sql(password), log, ctx.daemon_env(), timeout)
+                *BOOTSTRAP_OPTIONS, *_as_root_options(user), *SERVER_OPTIONS]
+        _run(argv, system_sql + init_sql(password), log, ctx.daemon_env(), timeout)
         return
-    init_sql = db_dir(layout) / "init.sql"  # holds the password: 0600, deleted right after
-    fd = os.open(init_sql, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    init_file = db_dir(layout) / "init.sql"  # holds the password: 0600, deleted right after
+    fd = os.open(init_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as fh:
-        fh.write(_init_sql(password))
+        fh.write(init_sql(password))
     argv = [find_binary("mariadb-install-db") or "mariadb-install-db", "--no-defaults",
             f"--datadir={data}", "--auth-root-authentication-method=socket",
             f"--auth-root-socket-user={user}", "--skip-test-db", "--skip-name-resolve",
-            f"--extra-file={init_sql}", *_as_root_options(user), *SERVER_OPTIONS]
+            f"--extra-file={init_file}", *_as_root_options(user), *SERVER_OPTIONS]
     try:
         _run(argv, None, log, ctx.daemon_env(), timeout)
     finally:
-        init_sql.unlink(missing_ok=True)
+        init_file.unlink(missing_ok=True)
 
 
 def _run(argv: List[str], stdin: Optional[str], log: Path, env, timeout: float) -> None:

@@ -49,7 +49,7 @@ def command(name, nodes, gpus, fake_gpus, cpus, memory, config_path, backend, im
     """
     from provisioner.config import load_spec
     from provisioner.errors import ClusterNotFound
-    from provisioner.providers import get_provider, provider_for
+    from provisioner.providers import provider_for, provider_for_spec
 
     try:
         provider_for(name)
@@ -64,10 +64,7 @@ def command(name, nodes, gpus, fake_gpus, cpus, memory, config_path, backend, im
     if fake is not None:
         overrides["fakeGpus"] = fake
     spec = load_spec(config_path, overrides)
-    if spec.backend == "docker":
-        provider = get_provider("docker", image=spec.image, privileged=spec.privileged)
-    else:
-        provider = get_provider(spec.backend)
+    provider = provider_for_spec(spec)
     say = (lambda m: click.echo(m, err=True)) if as_json else click.echo
     t0 = time.monotonic()
     say(provider.up(spec))

@@ -6,7 +6,7 @@ import click
 
 from provisioner.cli.common import fake_gpus_value
 from provisioner.config import load_spec
-from provisioner.providers import get_provider
+from provisioner.providers import provider_for_spec
 
 
 @click.command("up")
@@ -52,8 +52,5 @@ def command(name, nodes, gpus, fake_gpus, cpus, memory, backend, image, privileg
     if fake is not None:
         overrides["fakeGpus"] = fake
     spec = load_spec(config_path, overrides)
-    if spec.backend == "docker":
-        provider = get_provider("docker", image=spec.image, privileged=spec.privileged)
-    else:
-        provider = get_provider(spec.backend)
+    provider = provider_for_spec(spec)
     click.echo(provider.up(spec, retain=retain))

@@ -22,6 +22,13 @@ def get_provider(backend: str, **options) -> Provider:
     raise UsageError(f"unknown backend {backend!r}", f"use one of: {', '.join(BACKENDS)}")
 
 
+def provider_for_spec(spec) -> Provider:
+    """The provider that brings ``spec`` (a ClusterSpec) up, with the spec's backend options."""
+    if spec.backend == "docker":
+        return get_provider("docker", image=spec.image, privileged=spec.privileged)
+    return get_provider(spec.backend)
+
+
 def _docker_has(name: str) -> bool:
     import shutil
     if shutil.which("docker") is None:
@@ -52,4 +59,4 @@ def all_providers() -> List[Provider]:
     return providers
 
 
-__all__ = ["Provider", "LocalProvider", "get_provider", "provider_for", "all_providers", "BACKENDS"]
+__all__ = ["Provider", "LocalProvider", "get_provider", "provider_for", "provider_for_spec", "all_providers", "BACKENDS"]

@@ -21,13 +21,13 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
 from provisioner.actions import mariadb
-from provisioner.actions.accounting import parse_registered_port, registered_port_argv
+from provisioner.actions.accounting import accounts_file, parse_registered_port, registered_port_argv
 from provisioner.config.types import ClusterSpec
 from provisioner.dockercmd import (LABEL_CLUSTER, LABEL_FAKE, LABEL_GPUS, LABEL_NODE, LABEL_ROLE, LABEL_SPEC,
                                    LABEL_SPEC_JSON, LABEL_STATE, DockerError, containers, docker, has_nvidia_runtime,
-                                   image_exists, labelled_spec, require_engine)
+                                   labelled_spec, require_engine)
 from provisioner.errors import ClusterConflict, ClusterNotFound, StartupError, UsageError
-from provisioner.image import build_image, default_image, image_features, image_is_current
+from provisioner.image import build_image, default_image, image_features, image_labels, is_current
 from provisioner.paths import ClusterLayout
 from provisioner.render import AccountingInputs, RenderInputs, render_all, write_files
 from provisioner.slurm import SINFO_NODE_ARGS, NodeState, format_node_table, parse_sinfo
@@ -35,6 +35,8 @@ from provisioner.wait import WaitTimeout, poll_until
 
 CONTROLLER_HOST = "slurmctld"
 SHARED_MOUNT = "/shared"
+# Slurm's and MySQL's default ports: each container has its own network namespace.
+CONTROLLER_PORT, SLURMD_PORT, DBD_PORT, STORAGE_PORT = 6817, 6818, 6819, 3306
 CONTAINER_PATHS = {"state_save": "/var/spool/slurmctld", "spool": "/var/spool/slurmd",
                    "run": "/run/slurm", "log": "/var/log/slurm"}
 
@@ -119,15 +121,16 @@ class DockerProvider:
                                       f"run 'simcluster down --name {spec.name}' first, or pick another --name")
             self._remove(spec.name)
         image = self.image or default_image()
-        if not image_exists(image):
-            progress(f" - image {image} not found: building it (once; later builds are cached)")
+        labels = image_labels(image)
+        # The default image built by an older simcluster: its entrypoint may not match these
+        # configs, so it is rebuilt (only the changed layers). An --image is used as it is.
+        stale = labels is not None and not self.image and not is_current(labels)
+        if labels is None or stale:
+            progress(f" - image {image} was built from older docker/ files: rebuilding it" if stale else
+                     f" - image {image} not found: building it (once; later builds are cached)")
             image = build_image(progress, train=image.endswith("-train"))
-        elif not self.image and not image_is_current(image):
-            # The default image, built by an older simcluster: its entrypoint may not match
-            # these configs. Rebuild it (only the changed layers).
-            progress(f" - image {image} was built from older docker/ files: rebuilding it")
-            image = build_image(progress, train=image.endswith("-train"))
-        if spec.accounting and "accounting" not in image_features(image):
+            labels = image_labels(image) or {}
+        if spec.accounting and "accounting" not in image_features(labels):
             raise UsageError(f"image {image} was built before accounting support (it has no slurmdbd)",
                              f"rebuild it: simcluster image build{' --train' if image.endswith('-train') else ''}")
         layout = ClusterLayout.for_name(spec.name)
@@ -155,16 +158,18 @@ class DockerProvider:
         os.chmod(layout.root / "shared", 0o777)
         # accounting: MariaDB and slurmdbd run in the controller container (docker/entrypoint.sh),
         # on Slurm's and MySQL's default ports: each container has its own network namespace.
-        accounting = AccountingInputs(dbd_port=6819, storage_port=3306, storage_pass=secrets.token_hex(16),
+        accounting = AccountingInputs(dbd_port=DBD_PORT, storage_port=STORAGE_PORT, storage_pass=secrets.token_hex(16),
                                       dbd_host=CONTROLLER_HOST, dbd_addr=CONTROLLER_HOST) if spec.accounting else None
         inputs = RenderInputs(
             layout=ClusterLayout(Path("/nonexistent")), hostname=CONTROLLER_HOST, slurm_user="root",
-            controller_port=6817, node_ports={n.name: 6818 for n in spec.nodes}, nodes_are_hosts=True,
+            controller_port=CONTROLLER_PORT, node_ports={n.name: SLURMD_PORT for n in spec.nodes}, nodes_are_hosts=True,
             controller_addr=None, accounting=accounting,
             extra_context={"munge_socket": "", "paths": CONTAINER_PATHS, "task_prolog": "",
                            "gpu_device_dir": "/dev", "hosts_file": "", "state_dir": SHARED_MOUNT})
         files = render_all(spec, inputs)
         files.pop("task_prolog.sh")  # each container sees only its own GPUs: no mapping needed
+        if accounting:  # what the entrypoint's `sacctmgr load` registers, as on the local backend
+            files["accounts.cfg"] = accounts_file(spec.name, "root")
         write_files(files, etc)
         key = etc / "munge.key"
         fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
@@ -188,8 +193,9 @@ class DockerProvider:
                 args += ["--gpus", f'"device={",".join(map(str, gpus))}"']
         else:
             labels[LABEL_SPEC_JSON] = json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"))
-            if spec.accounting:  # one list of server options for both backends
-                args += ["-e", f"SIMCLUSTER_MARIADB_OPTS={' '.join(mariadb.SERVER_OPTIONS)}"]
+            if spec.accounting:  # the same MariaDB options as the local backend's
+                args += ["-e", f"SIMCLUSTER_MARIADB_OPTS={' '.join(mariadb.SERVER_OPTIONS)}",
+                         "-e", f"SIMCLUSTER_MARIADB_BOOTSTRAP_OPTS={' '.join(mariadb.BOOTSTRAP_OPTIONS)}"]
         if self.privileged:
             args.append("--privileged")
         for k, v in labels.items():
@@ -229,7 +235,7 @@ class DockerProvider:
             # sacct shows nothing: `up` is not done before that.
             def registered() -> Tuple[bool, Optional[int]]:
                 port = self.registered_port(spec.name)
-                return port == 6817, port
+                return port == CONTROLLER_PORT, port
             self._wait(registered, spec, spec.wait, "slurmctld not registered with slurmdbd (sacctmgr show cluster)")
             done("waiting for slurmctld to register with slurmdbd")
 
@@ -307,7 +313,7 @@ class DockerProvider:
             nodes.append({"name": key, "state": ns.state if ns else "unknown", "reason": ns.reason if ns else "",
                           "ready": bool(ns and ns.ready), "container": c["Name"].lstrip("/"),
                           "gpus": [int(g) for g in labels.get(LABEL_GPUS, "").split(",") if g],
-                          "slurmd_alive": c["State"]["Running"], "cpus": None, "memory_mb": None, "port": 6818})
+                          "slurmd_alive": c["State"]["Running"], "cpus": None, "memory_mb": None, "port": SLURMD_PORT})
         labels = (ctl or found[0])["Config"]["Labels"]
         healthy = ctl_running and states is not None and all(n["ready"] and n["slurmd_alive"] for n in nodes)
         accounting = {"enabled": False}
@@ -317,7 +323,7 @@ class DockerProvider:
         return {"name": name, "backend": "docker", "phase": "running" if ctl_running else "stopped",
                 "healthy": healthy, "fake_gpus": labels.get(LABEL_FAKE) == "true", "accounting": accounting,
                 "state_dir": labels.get(LABEL_STATE), "shared_dir": str(Path(labels.get(LABEL_STATE, "")) / "shared"),
-                "controller": {"port": 6817, "alive": ctl_running, "responding": states is not None,
+                "controller": {"port": CONTROLLER_PORT, "alive": ctl_running, "responding": states is not None,
                                "container": container_name(name)},
                 "munged": {"alive": ctl_running, "socket": "/run/munge/munge.socket.2"},
                 "nodes": nodes}
@@ -330,10 +336,11 @@ class DockerProvider:
                                                      "pgrep -x $d >/dev/null && echo $d; done"])
             alive = set(proc.stdout.split())
         port = self.registered_port(name) if {"slurmdbd", "mariadbd"} <= alive else None
-        return {"enabled": True, "healthy": {"slurmdbd", "mariadbd"} <= alive and port == 6817,
-                "registered": port == 6817, "account": "simcluster",
-                "slurmdbd": {"alive": "slurmdbd" in alive, "port": 6819},
-                "mariadb": {"alive": "mariadbd" in alive, "port": 3306}}
+        registered = port == CONTROLLER_PORT
+        return {"enabled": True, "healthy": {"slurmdbd", "mariadbd"} <= alive and registered,
+                "registered": registered, "account": "simcluster",
+                "slurmdbd": {"alive": "slurmdbd" in alive, "port": DBD_PORT},
+                "mariadb": {"alive": "mariadbd" in alive, "port": STORAGE_PORT}}
 
     def list_clusters(self) -> List[Dict]:
         groups: Dict[str, List[dict]] = {}

@@ -284,7 +284,7 @@ _ROOT_CAUSE_FIELD = re.compile(r"^\s*(host|rank|exitcode)\s*:\s*(.+?)\s*$")
 
 
 def torchrun_root_cause(text: str) -> str:
-    """'rank 1 (local_rank: 0) on node2: exitcode -6 (pid: 777)  (SIGABRT)' from torchrun's
+    """'rank 1 (local_rank: 0) on node2: exitcode -6 (pid: 777) (SIGABRT)' from torchrun's
     "Root Cause (first observed failure)" block, or ''."""
     idx = text.find("Root Cause (first observed failure)")
     if idx < 0:
