@@ -7,7 +7,7 @@ import platform
 import shutil
 import subprocess
 from pathlib import Path
-from typing import List
+from typing import List, Sequence
 
 from provisioner import __version__
 from provisioner.procs import pid_alive
@@ -24,6 +24,24 @@ def _version(argv: List[str]) -> str:
         return f"(unavailable: {exc})"
 
 
+def copy_files(src_dir: Path, dest: Path, skip: Sequence[str] = ()) -> List[Path]:
+    """Copy the files of ``src_dir`` (not subdirectories) into ``dest`` for a bug report,
+    with the passwords in SECRET_FILES redacted; names in ``skip`` stay out."""
+    written = []
+    if not src_dir.is_dir():
+        return written
+    for f in sorted(src_dir.iterdir()):
+        if f.is_file() and f.name not in skip:
+            target = dest / f.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if f.name in SECRET_FILES:  # never a password in a bug report
+                target.write_text(redact_secrets(f.read_text()))
+            else:
+                shutil.copyfile(f, target)
+            written.append(target)
+    return written
+
+
 def export_logs(st: ClusterState, out_dir: Path) -> List[Path]:
     out_dir.mkdir(parents=True, exist_ok=True)
     layout = st.layout
@@ -36,16 +54,7 @@ def export_logs(st: ClusterState, out_dir: Path) -> List[Path]:
         written.append(path)
 
     for src_dir, dest in ((layout.etc, "config"), (layout.log, "logs")):
-        if src_dir.is_dir():
-            for f in sorted(src_dir.iterdir()):
-                if f.is_file():
-                    target = out_dir / dest / f.name
-                    target.parent.mkdir(parents=True, exist_ok=True)
-                    if f.name in SECRET_FILES:  # never a password in a bug report
-                        target.write_text(redact_secrets(f.read_text()))
-                    else:
-                        shutil.copyfile(f, target)
-                    written.append(target)
+        written += copy_files(src_dir, out_dir / dest)
     state_copy = json.loads(layout.state_file.read_text()) if layout.state_file.exists() else {}
     state_copy["alive"] = {k: pid_alive(p) for k, p in st.pids.items()}
     put("state.json", json.dumps(state_copy, indent=2, sort_keys=True) + "\n")

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
 from typing import List
 
 from provisioner import __version__
 from provisioner.dockercmd import LABEL_NODE, containers, docker, labelled_spec
+from provisioner.logs import copy_files
 
 
 def export_docker_logs(provider, name: str, out_dir: Path) -> List[Path]:
@@ -35,20 +35,15 @@ def export_docker_logs(provider, name: str, out_dir: Path) -> List[Path]:
         if docker(["cp", f"{cname}:/var/log/slurm/.", str(dest)], check=False).returncode == 0:
             written.extend(p for p in dest.rglob("*") if p.is_file())
     state_dir = found[0]["Config"]["Labels"].get("io.simcluster.state-dir") if found else None
-    if state_dir and (Path(state_dir) / "etc").is_dir():
-        for f in sorted((Path(state_dir) / "etc").iterdir()):
-            if f.is_file() and f.name != "munge.key":
-                (out_dir / "config").mkdir(parents=True, exist_ok=True)
-                shutil.copyfile(f, out_dir / "config" / f.name)
-                written.append(out_dir / "config" / f.name)
+    if state_dir:
+        written += copy_files(Path(state_dir) / "etc", out_dir / "config", skip=("munge.key",))
     for what in ("node", "job", "partition", "config"):
         proc = docker(["exec", f"simcluster-{name}-ctl", "scontrol", "show", what], check=False)
         put(f"scontrol-show-{what}.txt", proc.stdout or proc.stderr)
     if any(labelled_spec(c).get("accounting") for c in found):
-        from provisioner.actions.accounting import DEBUG_REPORTS
+        from provisioner.actions.accounting import DEBUG_REPORTS, report_text
         for rel, argv in DEBUG_REPORTS:
-            proc = docker(["exec", f"simcluster-{name}-ctl", *argv], check=False)
-            put(rel, proc.stdout + (f"\n(exit {proc.returncode}: {proc.stderr.strip()})" if proc.returncode else ""))
+            put(rel, report_text(docker(["exec", f"simcluster-{name}-ctl", *argv], check=False)))
     ver = docker(["version", "--format", "{{.Server.Version}}"], check=False).stdout.strip()
     slurm = docker(["exec", f"simcluster-{name}-ctl", "slurmctld", "-V"], check=False).stdout.strip()
     put("versions.txt", f"simcluster: {__version__}\ndocker: {ver}\nslurmctld: {slurm}\n")

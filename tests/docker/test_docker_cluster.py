@@ -152,10 +152,16 @@ def test_docker_cluster_with_accounting(docker_cluster, sim_home, tmp_path):
     report = run_cli(["verify", "--name", name, "--suite", "basic", "--json"], sim_home, timeout=600)
     checks = {c["name"]: c for c in json.loads(report.stdout)["checks"]}
     assert checks["basic.accounting"]["status"] == "PASS", checks["basic.accounting"]
-    assert report.returncode == 0, report.stderr[-2000:]
+    failed = {n: (c["message"], c["first_error"], c["tail"][-800:]) for n, c in checks.items() if c["status"] == "FAIL"}
+    assert report.returncode == 0, f"{failed}\n{report.stderr[-2000:]}"
 
     bundle = tmp_path / "bundle"
     run_cli(["export-logs", str(bundle), "--name", name], sim_home, check=True)
     assert (bundle / "logs" / "controller" / "slurmdbd.log").is_file()
     assert (bundle / "logs" / "node1" / "slurmd-node1.log").is_file()
     assert name in (bundle / "sacctmgr-show-cluster.txt").read_text()
+    # The database password stays out of the bug report.
+    assert "StoragePass=<redacted>" in (bundle / "config" / "slurmdbd.conf").read_text()
+    password = [ln.split("=", 1)[1] for ln in (sim_home / name / "etc" / "slurmdbd.conf").read_text().splitlines()
+                if ln.startswith("StoragePass=")][0]
+    assert not [p for p in bundle.rglob("*") if p.is_file() and password in p.read_text(errors="replace")]
