@@ -305,16 +305,22 @@ def check_requeue(ctx: VerifyContext) -> Outcome:
     ckpt = job.workdir / "checkpoint.txt"
     deadline = time.monotonic() + limit
     released = False
+    requeued_at: Optional[float] = None  # wall clock when the job was first seen requeued
     while time.monotonic() < deadline and not ctx.tracker.stopped:
         info = ctx.client.show_job(job.job_id)
         state, restarts = info.get("JobState", "?"), int(info.get("Restarts", "0") or 0)
         if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
             break
         if not released and state == "PENDING" and restarts >= 1 and ckpt.exists():
+            requeued_at = requeued_at or time.time()
             # Slurm holds a requeued job back for the credential lifetime (AuthInfo
-            # cred_expire, 120 s by default) before it may start again: release it now.
-            ctx.client.run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"], timeout=10)
-            released = True
+            # cred_expire, 120 s by default) before it may start again: release it, but
+            # not within the second of the requeue. slurmd refuses a job whose credential
+            # is not newer, in whole seconds, than the kill ("Job N already killed, do
+            # not launch batch job"), and the job then ends FAILED.
+            if time.time() >= int(requeued_at) + 1.1:
+                ctx.client.run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"], timeout=10)
+                released = True
         time.sleep(0.25)
     else:
         ctx.client.scancel(job.job_id)
