@@ -20,7 +20,8 @@ from provisioner.providers import provider_for_spec
 @click.option("--memory", default=None, metavar="M", help="Memory each node advertises: MB or 240G  [default: host's]")
 @click.option("--backend", default=None, metavar="local|docker",
               help="local: processes on this host; docker: a container per node  [default: local]")
-@click.option("--image", default=None, metavar="IMAGE", help="docker backend: node image  [default: the one 'simcluster image build' made]")
+@click.option("--image", default=None, metavar="IMAGE", help="docker backend: node image, used as it is  [default: the -train image when built, "
+                   "else the basic one; rebuilt when made from older docker/ files]")
 @click.option("--privileged", is_flag=True, default=None, help="docker backend: run containers --privileged.")
 @click.option("--accounting", is_flag=True, default=None,
               help="Add slurmdbd with a private MariaDB: sacct, sacctmgr, sshare and fair-share work.")
