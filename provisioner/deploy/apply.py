@@ -8,7 +8,7 @@ from typing import Callable, Optional
 
 from provisioner.deploy.extravars import build_extravars, deploy_dir
 from provisioner.deploy.inventory import load_inventory
-from provisioner.deploy.preflight import check_reachable
+from provisioner.deploy.preflight import HIDDEN_SSH_REASON, check_reachable, ssh_reason
 from provisioner.deploy.runner import DeployResult, run_playbook
 from provisioner.errors import SimclusterError
 
@@ -50,6 +50,12 @@ def deploy(inventory_path: str, config_path: Optional[str], progress: Callable[[
                           insecure_host_keys=insecure_host_keys)
     if result.failures:
         first = result.failures[0]
+        if first.unreachable and any(words in first.error for words in HIDDEN_SSH_REASON):
+            # Ansible lost ssh's own message: ask ssh once more, without Ansible.
+            host = next((h for h in inventory.hosts if h.name == first.host), None)
+            reason = ssh_reason(host) if host else None
+            if reason:
+                first.error = f"ssh: {reason} (Ansible said: {first.error})"
         rest = "\n".join(f"  - {f.line()}" for f in result.failures[1:])
         raise DeployError(f"deploy {first.line()}", f"artifacts in {deploy_dir(name) / 'runner'}", details=rest)
     if result.rc != 0:

@@ -7,7 +7,9 @@ last step would wait for nodes that never come); a TCP connect per host takes a 
 from __future__ import annotations
 
 import errno
+import shlex
 import socket
+import subprocess
 from concurrent.futures import ThreadPoolExecutor
 from typing import List, Optional
 
@@ -38,3 +40,27 @@ def check_reachable(hosts: List[Host], timeout: float = 5.0) -> None:
     if problems:
         raise HostUnreachable(problems[0], "is the host up and sshd listening? (ansible_host/ansible_port in the inventory)",
                               details="\n".join(f"  - {p}" for p in problems[1:]))
+
+
+# Ansible's words when, with pipelining, ssh had exited (a refused key, say) before Ansible
+# wrote to it: the reason ssh printed is lost.
+HIDDEN_SSH_REASON = ("Data could not be sent to remote host", "Broken pipe")
+
+
+def ssh_reason(host: Host, timeout: float = 15.0) -> Optional[str]:
+    """Why ssh cannot log in to ``host`` with the inventory's user, key and ssh args, as
+    ssh itself says it ("root@h: Permission denied (publickey)."); None if it can."""
+    argv = ["ssh", "-o", "BatchMode=yes", "-o", f"ConnectTimeout={int(timeout)}", "-p", str(host.port)]
+    key = host.vars.get("ansible_ssh_private_key_file") or host.vars.get("ansible_private_key_file")
+    if key:
+        argv += ["-i", str(key)]
+    argv += shlex.split(str(host.vars.get("ansible_ssh_common_args", "")))
+    user = host.vars.get("ansible_user")
+    argv += [f"{user}@{host.address}" if user else host.address, "true"]
+    try:
+        proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                              text=True, timeout=timeout + 5)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    lines = [ln.strip() for ln in proc.stderr.splitlines() if ln.strip()]
+    return lines[-1] if proc.returncode == 255 and lines else None

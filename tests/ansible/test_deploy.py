@@ -170,6 +170,13 @@ def test_auth_failures_are_one_line(rig, setup, tmp_path):
                    .replace("ansible_host=127.0.0.1", "ansible_host=localhost"))
     proc = run_cli(["deploy", "-i", str(inv)], setup["home"], timeout=300)
     one_line_error(proc, 1, "cannot reach", "Permission denied")
+    # When Ansible loses ssh's message (pipelining: "Broken pipe"), deploy asks ssh itself.
+    from provisioner.deploy.inventory import load_inventory
+    from provisioner.deploy.preflight import ssh_reason
+    reason = ssh_reason(load_inventory(str(inv)).controller)
+    assert reason and "Permission denied" in reason, reason
+    good = rig.inventory("ctl", ["node1", "node2"], cluster=setup["name"], path=tmp_path / "goodkey.ini")
+    assert ssh_reason(load_inventory(str(good)).controller) is None
 
 
 def test_host_key_checking_is_on_by_default(rig, setup, tmp_path):
