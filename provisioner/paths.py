@@ -60,7 +60,8 @@ class ClusterLayout:
 
     @property
     def munge_key(self) -> Path:
-        return self.munge_dir / "munge.key"
+        # With the configs: every backend writes it there, next to slurm.conf.
+        return self.etc / "munge.key"
 
     @property
     def munge_socket(self) -> Path:

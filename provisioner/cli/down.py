@@ -6,7 +6,6 @@ import click
 
 from provisioner.cli.common import check_name
 from provisioner.errors import UsageError
-from provisioner.providers import all_providers, provider_for
 
 
 @click.command("down")
@@ -15,16 +14,14 @@ from provisioner.providers import all_providers, provider_for
 @click.option("--all", "all_", is_flag=True, help="Remove every cluster on this machine (local and docker).")
 def command(name, all_):
     """Stop a cluster's daemons (or containers) and jobs, and delete its state."""
+    from provisioner.cluster.lifecycle import down, list_clusters
     if all_ and name:
         raise UsageError("give either --name or --all, not both")
     if all_:
-        removed = 0
-        for provider in all_providers():
-            for cluster in provider.list_clusters():
-                click.echo(provider.down(cluster["name"]))
-                removed += 1
-        if not removed:
+        clusters = list_clusters()
+        for cluster in clusters:
+            click.echo(down(cluster["name"]))
+        if not clusters:
             click.echo("no clusters")
         return
-    name = name or "default"
-    click.echo(provider_for(name).down(name))
+    click.echo(down(name or "default"))

@@ -7,9 +7,9 @@ import shlex
 import click
 
 from provisioner.cli.common import name_option
-from provisioner.providers import provider_for
 
-# Docker backend: these commands become shell functions that run in the controller.
+# Where Slurm commands must run on the cluster's controller (a container), these become
+# shell functions that run them there.
 SLURM_COMMANDS = ("sinfo", "squeue", "sbatch", "srun", "salloc", "scontrol", "scancel", "sacct", "sacctmgr", "sshare")
 
 
@@ -21,10 +21,11 @@ def command(name):
     For a docker cluster it prints shell functions instead, so the same Slurm commands run
     inside the controller container (job files go in the cluster's shared directory).
     """
-    provider = provider_for(name)
-    for key, value in provider.client_env(name).items():
+    from provisioner.cluster.lifecycle import load
+    cluster = load(name)
+    for key, value in cluster.placement.client_env.items():
         click.echo(f"export {key}={shlex.quote(value)}")
-    if provider.name == "docker":
+    prefix = cluster.runner().exec_prefix(cluster.placement.job_root_in_cluster, interactive=False)
+    if prefix:
         for cmd in SLURM_COMMANDS:
-            argv = " ".join(shlex.quote(a) for a in provider.exec_argv(name, [cmd]))
-            click.echo(f'{cmd}() {{ {argv} "$@"; }}')
+            click.echo(f'{cmd}() {{ {" ".join(shlex.quote(a) for a in prefix + [cmd])} "$@"; }}')

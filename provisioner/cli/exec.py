@@ -10,7 +10,6 @@ import click
 
 from provisioner.cli.common import name_option
 from provisioner.errors import UsageError
-from provisioner.providers import provider_for
 
 
 @click.command("exec", context_settings={"ignore_unknown_options": True})
@@ -23,19 +22,16 @@ def command(name, argv):
     controller container, in /shared (or the matching directory when you are inside the
     cluster's shared directory on the host).
     """
-    provider = provider_for(name)
-    if provider.name == "docker":
-        st = provider.status(name)
-        workdir = "/shared"
-        shared = Path(st.get("shared_dir") or "/nonexistent")
-        cwd = Path.cwd()
-        if cwd == shared or shared in cwd.parents:
-            workdir = str(Path("/shared") / cwd.relative_to(shared))
-        full = provider.exec_argv(name, list(argv), interactive=sys.stdin.isatty(), workdir=workdir)
-        os.execvp(full[0], full)
+    from provisioner.cluster.lifecycle import load
+    cluster = load(name)
+    pl = cluster.placement
+    cwd = Path.cwd()
+    inside = cwd == pl.job_root or pl.job_root in cwd.parents
+    workdir = pl.cluster_path(cwd) if inside else pl.job_root_in_cluster
+    full = cluster.runner().exec_prefix(workdir, interactive=sys.stdin.isatty()) + list(argv)
     env = dict(os.environ)
-    env.update(provider.client_env(name))
+    env.update(pl.client_env)
     try:
-        os.execvpe(argv[0], list(argv), env)
+        os.execvpe(full[0], full, env)
     except FileNotFoundError:
-        raise UsageError(f"command not found: {argv[0]}") from None
+        raise UsageError(f"command not found: {full[0]}") from None

@@ -7,13 +7,16 @@ from pathlib import Path
 import click
 
 from provisioner.cli.common import name_option
-from provisioner.providers import provider_for
 
 
 @click.command("export-logs")
 @click.argument("out_dir", metavar="DIR")
 @name_option
 def command(out_dir, name):
-    """Copy configs, every daemon log, `scontrol show node/job` and versions into DIR."""
-    written = provider_for(name).collect_logs(name, Path(out_dir))
+    """Copy configs (passwords redacted), every daemon log, `scontrol show node/job/partition/config`,
+    accounting reports, state and versions into DIR; docker clusters add inspect output and
+    container logs."""
+    from provisioner.cluster.lifecycle import load
+    from provisioner.cluster.logs import export_logs
+    written = export_logs(load(name), Path(out_dir))
     click.echo(f"wrote {len(written)} files to {out_dir}")

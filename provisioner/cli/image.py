@@ -7,7 +7,7 @@ import time
 
 import click
 
-from provisioner.image import build_image
+from provisioner.providers.image_old import build_image  # moved by the docker rebuild
 
 
 @click.group("image")

@@ -5,14 +5,14 @@ from __future__ import annotations
 import click
 
 from provisioner.cli.common import echo_json
-from provisioner.providers import all_providers
 
 
 @click.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def command(as_json):
     """List local clusters (under $SIMCLUSTER_HOME) and docker clusters, with their status."""
-    clusters = [c for p in all_providers() for c in p.list_clusters()]
+    from provisioner.cluster.lifecycle import list_clusters
+    clusters = list_clusters()
     if as_json:
         echo_json(clusters)
         return
@@ -21,4 +21,4 @@ def command(as_json):
         return
     click.echo(f"{'NAME':<20} {'BACKEND':<8} {'NODES':>5}  STATUS")
     for c in clusters:
-        click.echo(f"{c['name']:<20} {c['backend']:<8} {c['nodes']:>5}  {c['status']}")
+        click.echo(f"{c['name']:<20} {c['backend']:<8} {c['nodes'] if c['nodes'] is not None else '?':>5}  {c['status']}")

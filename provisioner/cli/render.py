@@ -7,32 +7,23 @@ from pathlib import Path
 
 import click
 
-from provisioner.cli.common import fake_gpus_value
-from provisioner.config import load_spec
+from provisioner.cli.options import load_spec_from_options, spec_options
 from provisioner.errors import UsageError
 from provisioner.paths import ClusterLayout
 from provisioner.render import DEFAULT_CONTROLLER_PORT, RenderInputs, default_ports, render_all, write_files
 
 
 @click.command("render")
-@click.option("--config", "-c", "config_path", default=None, metavar="FILE", help="Cluster spec YAML.")
 @click.option("--out", "out_dir", required=True, metavar="DIR", help="Directory to write configs into.")
 @click.option("--name", "-n", default=None, metavar="NAME", help="Cluster name (overrides the file).")
-@click.option("--nodes", "-N", type=int, default=None, metavar="K", help="Number of nodes.")
-@click.option("--gpus", default=None, metavar="IDS", help="GPU ids: '6,7', '0-3'.")
-@click.option("--fake-gpus", "fake_gpus", is_flag=False, flag_value="all", default=None, metavar="[K]",
-              help="Simulated GPUs, as for 'up'.")
-def command(config_path, out_dir, name, nodes, gpus, fake_gpus):
+@spec_options(("config_path", "nodes", "gpus", "fake_gpus", "cpus", "memory", "accounting"))
+def command(out_dir, name, **options):
     """Render slurm.conf, gres.conf, cgroup.conf and the TaskProlog for review.
 
     Ports not fixed in the spec get Slurm's defaults (6817, then 6818+ for nodes); paths
     are those `up` would use.
     """
-    overrides = {"name": name, "nodes": nodes, "gpus": gpus}
-    fake = fake_gpus_value(fake_gpus)
-    if fake is not None:
-        overrides["fakeGpus"] = fake
-    spec = load_spec(config_path, overrides)
+    spec = load_spec_from_options(name, options)
     inputs = RenderInputs(layout=ClusterLayout.for_name(spec.name), hostname=socket.gethostname().split(".")[0],
                           slurm_user="slurm", controller_port=spec.controller_port or DEFAULT_CONTROLLER_PORT,
                           node_ports=default_ports(spec), nss_wrapper_lib="libnss_wrapper.so")

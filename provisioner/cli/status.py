@@ -6,7 +6,6 @@ import click
 
 from provisioner.cli.common import echo_json, name_option
 from provisioner.deploy.options import ssh_options
-from provisioner.providers import provider_for
 
 
 def _fmt_mem(mb) -> str:
@@ -32,7 +31,9 @@ def command(ctx, name, as_json, ssh, ssh_key, known_hosts, insecure_host_key):
         with open_session(ssh, ssh_key, known_hosts, insecure_host_key) as session:
             st = remote_status(session)
     else:
-        st = provider_for(name).status(name)
+        from provisioner.cluster.lifecycle import load
+        from provisioner.cluster.status import cluster_status
+        st = cluster_status(load(name)).to_dict()
     if as_json:
         echo_json(st)
     else:
@@ -40,7 +41,7 @@ def command(ctx, name, as_json, ssh, ssh_key, known_hosts, insecure_host_key):
         c = st["controller"]
         click.echo(f"cluster {st['name']} ({st['backend']}): {'healthy' if st['healthy'] else 'UNHEALTHY'}"
                    f"  [{st['phase']}]")
-        click.echo(f"  slurmctld {alive(c['alive'])} on port {c['port']}"
+        click.echo(f"  slurmctld {alive(c['alive'])} on {c['host']} port {c['port']}"
                    f"{'' if c['responding'] or not c['alive'] else ' (not responding)'};"
                    f"  munged {alive(st['munged']['alive'])}")
         acct = st.get("accounting") or {}
@@ -51,11 +52,11 @@ def command(ctx, name, as_json, ssh, ssh_key, known_hosts, insecure_host_key):
                        f"  cluster {'registered' if acct['registered'] else 'NOT registered'}")
         click.echo(f"  state: {st['state_dir']}")
         if st.get("shared_dir"):
-            click.echo(f"  job files: {st['shared_dir']} (mounted at /shared in every node)")
+            click.echo(f"  job files: {st['shared_dir']} (shared with every node)")
         gpu_hdr = "GPUS(fake)" if st["fake_gpus"] else "GPUS"
         click.echo(f"  {'NODE':<14} {'STATE':<12} {'CPUS':>5} {'MEMORY':>8}  {gpu_hdr:<10} {'PORT':>5}  SLURMD  REASON")
         for n in st["nodes"]:
             gpus = ",".join(map(str, n["gpus"])) or "-"
             click.echo(f"  {n['name']:<14} {n['state']:<12} {n['cpus'] or '-':>5} {_fmt_mem(n['memory_mb']):>8}  "
-                       f"{gpus:<10} {n['port']:>5}  {alive(n['slurmd_alive']):<6}  {n['reason']}")
+                       f"{gpus:<10} {n['port'] or '-':>5}  {alive(n['slurmd_alive']):<6}  {n['reason']}")
     ctx.exit(0 if st["healthy"] else 1)

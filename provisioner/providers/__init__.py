@@ -1,62 +1,39 @@
-"""Backends that run a cluster: local processes, or docker containers."""
+"""Backends that run a cluster, picked from one registry by name.
+
+Adding a backend is one package under provisioner/providers/ with a Provider subclass and
+one line in BACKENDS (see docs/architecture.md).
+"""
 
 from __future__ import annotations
 
-from typing import List
+import importlib
+from typing import Dict, List
 
-from provisioner.errors import ClusterNotFound, UsageError
-from provisioner.paths import ClusterLayout
+from provisioner.errors import UsageError
 from provisioner.providers.base import Provider
-from provisioner.providers.local import LocalProvider
-from provisioner.state import ClusterState
 
-BACKENDS = ("local", "docker")
-
-
-def get_provider(backend: str, **options) -> Provider:
-    if backend == "local":
-        return LocalProvider()
-    if backend == "docker":
-        from provisioner.providers.docker import DockerProvider
-        return DockerProvider(**options)
-    raise UsageError(f"unknown backend {backend!r}", f"use one of: {', '.join(BACKENDS)}")
+# name -> "module:class", imported on first use (the docker SDK loads only for docker).
+BACKENDS: Dict[str, str] = {
+    "local": "provisioner.providers.local:LocalProvider",
+    "docker": "provisioner.providers.docker:DockerProvider",
+}
+_instances: Dict[str, Provider] = {}
 
 
-def provider_for_spec(spec) -> Provider:
-    """The provider that brings ``spec`` (a ClusterSpec) up, with the spec's backend options."""
-    if spec.backend == "docker":
-        return get_provider("docker", image=spec.image, privileged=spec.privileged)
-    return get_provider(spec.backend)
+def provider_named(name: str) -> Provider:
+    """The provider of backend ``name`` (one instance per process)."""
+    if name not in BACKENDS:
+        raise UsageError(f"unknown backend {name!r}", f"use one of: {', '.join(BACKENDS)}")
+    if name not in _instances:
+        module, _, cls = BACKENDS[name].partition(":")
+        _instances[name] = getattr(importlib.import_module(module), cls)()
+    return _instances[name]
 
 
-def _docker_has(name: str) -> bool:
-    import shutil
-    if shutil.which("docker") is None:
-        return False
-    from provisioner.dockercmd import containers, docker
-    if docker(["version"], check=False, timeout=20).returncode != 0:
-        return False
-    return bool(containers(name))
+def registered_providers(available_only: bool = False) -> List[Provider]:
+    """Every backend; with ``available_only`` those that can answer here (docker: an engine runs)."""
+    providers = [provider_named(n) for n in BACKENDS]
+    return [p for p in providers if not available_only or p.available()]
 
 
-def provider_for(name: str) -> Provider:
-    """The backend that runs cluster ``name``: a local state file, else docker labels."""
-    if ClusterState.load(ClusterLayout.for_name(name)) is not None:
-        return LocalProvider()
-    if _docker_has(name):
-        return get_provider("docker")
-    raise ClusterNotFound(f"no cluster named '{name}'", "see 'simcluster list', or create it with 'simcluster up'")
-
-
-def all_providers() -> List[Provider]:
-    """Local always; docker when an engine answers (so `list` works without docker)."""
-    providers: List[Provider] = [LocalProvider()]
-    import shutil
-    if shutil.which("docker"):
-        from provisioner.dockercmd import docker
-        if docker(["version"], check=False, timeout=20).returncode == 0:
-            providers.append(get_provider("docker"))
-    return providers
-
-
-__all__ = ["Provider", "LocalProvider", "get_provider", "provider_for", "provider_for_spec", "all_providers", "BACKENDS"]
+__all__ = ["BACKENDS", "Provider", "provider_named", "registered_providers"]

@@ -1,33 +1,72 @@
-"""The narrow interface every backend implements (after kind's providers)."""
+"""The narrow interface every backend implements (after kind's providers).
+
+A provider only provisions machines, discovers and deletes them, says where things are
+(a Placement), hands out a runner per machine, and adds its own files to a log bundle.
+Everything else (`up`'s steps, status, export-logs, verify) is written once, in
+provisioner/cluster and provisioner/verify, on top of these.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Dict, List, Protocol
+from typing import Callable, Dict, List, Optional
 
+from provisioner.cluster.placement import Placement
+from provisioner.cluster.runner import Runner
+from provisioner.cluster.state import ClusterState
 from provisioner.config.types import ClusterSpec
 
+Progress = Callable[[str], None]
 
-class Provider(Protocol):
-    name: str
+
+class Provider:
+    name = "?"
+    poll_s = 0.2  # how often waits and job trackers poll through this provider's runners
+
+    def available(self) -> bool:
+        """Can this backend answer on this machine (without raising)? Used by list and down --all."""
+        return True
 
     def sanity_checks(self, spec: ClusterSpec) -> None:
-        """Raise a PrerequisiteError/UsageError before anything is created."""
+        """Raise a PrerequisiteError/UsageError before anything is created (molecule's idea)."""
 
-    def up(self, spec: ClusterSpec, retain: bool = False) -> str:
-        """Create the cluster and wait until every node is ready; return a summary line."""
+    def provision(self, spec: ClusterSpec, state: ClusterState, progress: Progress) -> None:
+        """Make the machines (directories, containers) and fill ``state`` with what was chosen
+        (ports, provider_data). Called with the state directory already created."""
+        raise NotImplementedError
 
-    def down(self, name: str) -> None:
-        """Stop every process of the cluster and remove its state."""
+    def placement(self, state: ClusterState) -> Placement:
+        """Where the cluster's files, daemons and jobs live (computed from the state, no I/O)."""
+        raise NotImplementedError
 
-    def status(self, name: str) -> Dict:
-        """Nodes, states, GPUs, daemons alive; key 'healthy' says whether all is well."""
+    def runner(self, state: ClusterState, key: str) -> Runner:
+        """The runner of machine ``key``: "controller" or a node name."""
+        raise NotImplementedError
 
-    def list_clusters(self) -> List[Dict]:
-        """Clusters this backend runs on this machine."""
+    def machines_running(self, state: ClusterState) -> Dict[str, bool]:
+        """{machine: running} for machines that can be stopped as a whole (containers); {} if none."""
+        return {}
 
-    def client_env(self, name: str) -> Dict[str, str]:
-        """Variables that point Slurm commands at the cluster."""
+    def delete(self, state: ClusterState) -> List[int]:
+        """Stop every process or container of the cluster and remove its machines and state
+        directory; return the pids that would not die (if any)."""
+        raise NotImplementedError
 
-    def collect_logs(self, name: str, out_dir: Path) -> List[Path]:
-        """Write a debug bundle for a bug report into ``out_dir``."""
+    def discover(self, name: str) -> Optional[ClusterState]:
+        """A cluster of this backend that has no state file (made by an older version); None."""
+        return None
+
+    def orphans(self) -> List[str]:
+        """Names of clusters whose machines exist without a state file (list / down --all)."""
+        return []
+
+    def delete_orphan(self, name: str) -> None:
+        raise NotImplementedError
+
+    def extra_logs(self, state: ClusterState, out_dir: Path) -> List[Path]:
+        """Files only this backend has for a bug report (docker inspect, container logs)."""
+        return []
+
+    def versions(self) -> Dict[str, str]:
+        """Versions of this backend's own software for the log bundle (docker engine)."""
+        return {}

@@ -32,11 +32,7 @@ def parse_kv(line: str) -> Dict[str, str]:
     return out
 
 
-def lines_with(path: Path, tag: str) -> List[Dict[str, str]]:
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
-        return []
+def lines_with(text: str, tag: str) -> List[Dict[str, str]]:
     return [parse_kv(line) for line in text.splitlines() if line.startswith(tag + " ")]
 
 
@@ -129,8 +125,8 @@ def check_srun_env(ctx: VerifyContext) -> Outcome:
 
 def _env_problems(ctx: VerifyContext, job: Submitted, nodes: List[str], per_node: int) -> List[str]:
     total = len(nodes) * per_node
-    batch = lines_with(job.output, "BATCH")
-    tasks = lines_with(job.output, "TASK")
+    batch = lines_with(ctx.read(job.output), "BATCH")
+    tasks = lines_with(ctx.read(job.output), "TASK")
     problems: List[str] = []
     if len(batch) != 1:
         return [f"expected one BATCH line, got {len(batch)}"]
@@ -192,8 +188,8 @@ def check_gpus(ctx: VerifyContext) -> Outcome:
     for nodes, job in jobs:
         ctx.wait_ok(job, ctx.limit(60))
         problems = []
-        steps = {d.get("node"): d.get("cvd") for d in lines_with(job.output, "STEP")}
-        batch = lines_with(job.output, "BATCH")
+        steps = {d.get("node"): d.get("cvd") for d in lines_with(ctx.read(job.output), "STEP")}
+        batch = lines_with(ctx.read(job.output), "BATCH")
         for name in nodes:
             want = ctx.target.visible_gpus(name)
             if steps.get(name) != want:
@@ -207,8 +203,8 @@ def check_gpus(ctx: VerifyContext) -> Outcome:
         if problems:
             raise CheckFailed("; ".join(problems[:6]), output=job.output)
     fake = " (fake)" if ctx.spec.fake_gpus else ""
-    kind = ("physical GPU ids" if ctx.target.backend == "local"
-            else "GPU ids (each container holds only its own GPUs, numbered from 0)")
+    kind = ("GPU ids (each node holds only its own GPUs, numbered from 0)" if ctx.target.gpus_renumbered
+            else "physical GPU ids")
     return Outcome(f"{kind}{fake} in batch and srun steps: {' '.join(seen)}")
 
 
@@ -221,9 +217,10 @@ def check_sbatch_output(ctx: VerifyContext) -> Outcome:
     ctx.wait_ok(job, ctx.limit(60))
     err = workdir / f"err-{job.job_id}.txt"
     try:
-        out_text, err_text = job.output.read_text(), err.read_text()
-    except OSError as exc:
-        raise CheckFailed(f"output file missing: {exc}", output=job.output)
+        out_text, err_text = ctx.files.read_text(job.output), ctx.files.read_text(err)
+        assert out_text is not None and err_text is not None
+    except AssertionError:
+        raise CheckFailed(f"output file missing: {job.output.name} or {err.name}", output=job.output)
     if f"stdout of job {job.job_id}" not in out_text or f"stderr of job {job.job_id}" not in err_text:
         raise CheckFailed(f"unexpected contents: stdout={out_text.strip()!r} stderr={err_text.strip()!r}", output=job.output)
     return Outcome(f"--output and --error (%j={job.job_id}) written: {job.output.name}, {err.name}")
@@ -238,7 +235,7 @@ def check_array(ctx: VerifyContext) -> Outcome:
     problems, tasks = [], []
     for i in range(count):
         path = job.workdir / f"array-{job.job_id}_{i}.out"
-        found = lines_with(path, "ARRAY")
+        found = lines_with(ctx.read(path), "ARRAY")
         if not found:
             problems.append(f"task {i}: no output ({path.name})")
             continue
@@ -265,7 +262,7 @@ def check_dependency(ctx: VerifyContext) -> Outcome:
     orphan = ctx.submit(check, text, [f"--dependency=afterok:{failing.job_id}"], env={"ROLE": "child-of-failed"},
                         name="child-of-failed.sh")
     ctx.wait_ok(child, limit)
-    if "CHILD ran after" not in child.output.read_text(errors="replace"):
+    if "CHILD ran after" not in ctx.read(child.output):
         raise CheckFailed("the afterok child did not see its parent's result", output=child.output)
     view = ctx.wait(failing, limit)
     if view.states != ["FAILED"]:
@@ -275,7 +272,7 @@ def check_dependency(ctx: VerifyContext) -> Outcome:
         return v.finished or any(t.reason == "DependencyNeverSatisfied" for t in v.tasks.values())
     view = ctx.wait(orphan, 20, until=never)
     ctx.client.scancel(orphan.job_id)
-    if orphan.output.exists() and "CHILD-OF-FAILED ran" in orphan.output.read_text(errors="replace"):
+    if "CHILD-OF-FAILED ran" in ctx.read(orphan.output):
         raise CheckFailed("a job with --dependency=afterok on a FAILED parent ran anyway", output=orphan.output)
     return Outcome(f"afterok:{parent.job_id} ran only after its parent; afterok on a failed parent stays "
                    f"pending ({view.summary}) and never runs")
@@ -288,7 +285,7 @@ def check_signal(ctx: VerifyContext) -> Outcome:
     # Slurm acts on time limits every 30 s: the signal comes within ~30 s of the start,
     # the kill at most ~30 s after the limit. Wait past both before calling it a hang.
     view = ctx.wait(job, ctx.limit(minutes * 60 + 45))
-    text = job.output.read_text(errors="replace") if job.output.exists() else ""
+    text = ctx.read(job.output)
     got = [line for line in text.splitlines() if line.startswith("GOT SIGUSR1")]
     if not got:
         raise CheckFailed(f"the batch script never got SIGUSR1 (job {view.summary})", output=job.output)
@@ -311,7 +308,7 @@ def check_requeue(ctx: VerifyContext) -> Outcome:
         state, restarts = info.get("JobState", "?"), int(info.get("Restarts", "0") or 0)
         if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
             break
-        if not released and state == "PENDING" and restarts >= 1 and ckpt.exists():
+        if not released and state == "PENDING" and restarts >= 1 and ctx.files.exists(ckpt):
             requeued_at = requeued_at or time.time()
             # Slurm holds a requeued job back for the credential lifetime (AuthInfo
             # cred_expire, 120 s by default) before it may start again: release it, but
@@ -325,7 +322,7 @@ def check_requeue(ctx: VerifyContext) -> Outcome:
     else:
         ctx.client.scancel(job.job_id)
         raise JobError(f"timed out after {limit:.0f}s (state {state}, restarts {restarts}); cancelled it", job.output)
-    text = job.output.read_text(errors="replace") if job.output.exists() else ""
+    text = ctx.read(job.output)
     first = [line for line in text.splitlines() if line.startswith("FIRST RUN")]
     resumed = [line for line in text.splitlines() if line.startswith("RESUMED")]
     if state != "COMPLETED" or not first or not resumed:

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from provisioner.config.types import ClusterSpec
-from provisioner.state import ClusterState
-from provisioner.verify.jobs import JobError, JobTracker, SlurmClient
+from provisioner.cluster.slurm import SlurmClient, SlurmError
+from provisioner.verify.jobs import JobError, JobTracker
 
 if TYPE_CHECKING:
     from provisioner.verify.targets import VerifyTarget
@@ -61,6 +61,7 @@ class VerifyContext:
     timeout: Optional[float] = None  # --timeout: per-check limit, overrides the defaults
     job_prefix: str = "scv"
     jobs: List[str] = field(default_factory=list)
+    _dirs: set = field(default_factory=set)
 
     @property
     def spec(self) -> ClusterSpec:
@@ -71,9 +72,13 @@ class VerifyContext:
         return self.target.client
 
     @property
-    def state(self) -> Optional[ClusterState]:
-        """The local backend's state (None on docker clusters)."""
-        return self.target.state
+    def files(self):
+        """The job-file transport: job scripts and outputs go through it."""
+        return self.target.files
+
+    def read(self, path: Path) -> str:
+        """A job file's text ("" while it does not exist)."""
+        return self.files.read_text(path) or ""
 
     def cluster_path(self, host_path: Path) -> str:
         """``host_path`` (under run_dir) as the cluster's jobs see it."""
@@ -92,7 +97,9 @@ class VerifyContext:
 
     def check_dir(self, check: str) -> Path:
         d = self.run_dir / check.replace(".", "-")
-        d.mkdir(parents=True, exist_ok=True)
+        if d not in self._dirs:
+            self.files.make_dir(d)
+            self._dirs.add(d)
         return d
 
     def time_minutes(self, seconds: float) -> int:
@@ -104,13 +111,15 @@ class VerifyContext:
         """Write ``script_text`` into the check's directory and sbatch it there."""
         workdir = self.check_dir(check)
         script = workdir / name
-        script.write_text(script_text)
-        script.chmod(0o755)
+        self.files.write_text(script, script_text, 0o755)
         out_name = output or f"{script.stem}-%j.out"
-        job_id = self.client.sbatch(self.cluster_path(script),
+        try:
+            job_id = self.client.sbatch(self.cluster_path(script),
                                     [f"--job-name={self.job_prefix}-{check}",
                                      f"--output={self.cluster_path(workdir / out_name)}",
                                      "--chdir", self.cluster_path(workdir), *args], env=env)
+        except SlurmError as exc:
+            raise JobError(str(exc)) from None
         self.jobs.append(job_id)
         self.tracker.watch(job_id)
         return Submitted(job_id, workdir, workdir / out_name.replace("%j", job_id))
@@ -132,7 +141,5 @@ class VerifyContext:
 
     def cancel_all(self) -> None:
         """scancel whatever verify submitted that still runs (after a failure or Ctrl-C)."""
-        active = [j for j in self.tracker.active()]
-        if active:
-            self.client.run(["scancel", *active], timeout=10)
+        self.client.scancel(*self.tracker.active())
 

@@ -8,17 +8,13 @@ cancelled and the caller reports a failure with the job's output.
 
 from __future__ import annotations
 
-import posixpath
 import re
-import subprocess
 import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Sequence
 
-from provisioner.procs import tail_lines
-from provisioner.slurm import SINFO_NODE_ARGS, NodeState, client_env, parse_sinfo
 
 POLL_S = 0.2
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
@@ -65,92 +61,6 @@ class JobView:
             return "gone" if self.gone else "not seen yet"
         return ", ".join(f"{t.task_id}:{t.state}{'(' + t.reason + ')' if t.reason and t.reason != 'None' else ''}"
                          for t in sorted(self.tasks.values(), key=lambda t: t.task_id))
-
-
-class SlurmClient:
-    """Slurm client commands against one cluster on this host (SLURM_CONF set, nothing inherited)."""
-
-    poll_s = POLL_S  # how often the tracker asks squeue
-
-    def __init__(self, slurm_conf: Path, extra_env: Optional[Dict[str, str]] = None):
-        self.slurm_conf = slurm_conf
-        self.env = client_env(slurm_conf)
-        # A verify started from inside a job must not leak that job's settings into ours.
-        for key in list(self.env):
-            if key.startswith(("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")) and key != "SLURM_CONF":
-                del self.env[key]
-        self.env.update(extra_env or {})
-
-    def run(self, argv: Sequence[str], timeout: float = 20.0, env: Optional[Dict[str, str]] = None,
-            cwd: Optional[str] = None) -> subprocess.CompletedProcess:
-        """Run a Slurm client command; ``cwd`` is a path as the cluster sees it."""
-        full_env = dict(self.env)
-        full_env.update(env or {})
-        return self._run(list(argv), full_env, timeout, cwd)
-
-    def _run(self, argv: List[str], env: Optional[Dict[str, str]], timeout: float,
-             cwd: Optional[str]) -> subprocess.CompletedProcess:
-        try:
-            return subprocess.run(argv, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  text=True, timeout=timeout, cwd=cwd)
-        except subprocess.TimeoutExpired:
-            return subprocess.CompletedProcess(list(argv), 124, "", f"{argv[0]} did not answer in {timeout:.0f}s")
-        except OSError as exc:
-            return subprocess.CompletedProcess(list(argv), 127, "", f"{argv[0]}: {exc}")
-
-    def sbatch(self, script: str, args: Sequence[str] = (), env: Optional[Dict[str, str]] = None) -> str:
-        """Submit ``script`` (a path as the cluster sees it) from its directory; return the job id."""
-        proc = self.run(["sbatch", "--parsable", *args, script], env=env, cwd=posixpath.dirname(script))
-        if proc.returncode != 0:
-            raise JobError(f"sbatch {posixpath.basename(script)} failed: {(proc.stderr or proc.stdout).strip()}")
-        return proc.stdout.strip().split(";")[0]
-
-    def node_states(self) -> Optional[Dict[str, NodeState]]:
-        """{node: NodeState} from sinfo, or None if the controller does not answer."""
-        proc = self.run(SINFO_NODE_ARGS, timeout=10)
-        return parse_sinfo(proc.stdout) if proc.returncode == 0 else None
-
-    def scancel(self, job_id: str) -> None:
-        self.run(["scancel", job_id], timeout=10)
-
-    def show_job(self, job_id: str) -> Dict[str, str]:
-        """`scontrol show job -o` as a dict (empty when the job is unknown)."""
-        proc = self.run(["scontrol", "show", "job", "-o", job_id], timeout=10)
-        fields: Dict[str, str] = {}
-        if proc.returncode == 0:
-            for token in proc.stdout.split():
-                key, sep, value = token.partition("=")
-                if sep and key not in fields:
-                    fields[key] = value
-        return fields
-
-
-class DockerSlurmClient(SlurmClient):
-    """Slurm client commands run inside a docker cluster's controller container.
-
-    Only the variables a caller passes (``env``) go in with ``-e``: the container has its
-    own SLURM_CONF and PATH, and the host's environment means nothing there.
-    """
-
-    poll_s = 0.5  # each poll is a `docker exec` (~40 ms of CPU in dockerd/containerd/runc)
-
-    def __init__(self, container: str):
-        self.container = container
-        self.slurm_conf = Path("/etc/simcluster/slurm.conf")  # inside the containers
-        self.env = {}
-
-    def exec_argv(self, argv: Sequence[str], env: Optional[Dict[str, str]] = None,
-                  cwd: Optional[str] = None) -> List[str]:
-        cmd = ["docker", "exec"]
-        if cwd:
-            cmd += ["-w", cwd]
-        for key, value in sorted((env or {}).items()):
-            cmd += ["-e", f"{key}={value}"]
-        return cmd + [self.container, *argv]
-
-    def _run(self, argv: List[str], env: Optional[Dict[str, str]], timeout: float,
-             cwd: Optional[str]) -> subprocess.CompletedProcess:
-        return super()._run(self.exec_argv(argv, env, cwd), None, timeout, None)
 
 
 class JobTracker:
@@ -259,13 +169,11 @@ class JobTracker:
                 self._cond.wait(min(left, 1.0))
 
 
-def tail(path: Optional[Path], lines: int = 25) -> str:
-    """The last ``lines`` lines of a job's output file (or why there is none)."""
-    if path is None:
-        return ""
-    out = tail_lines(path, lines)
-    if out is None:
+def tail(text: Optional[str], path: Path, lines: int = 25) -> str:
+    """The last ``lines`` lines of a job's output ``text`` read from ``path`` (or why there is none)."""
+    if text is None:
         return f"(no output file: {path})"
+    out = text.splitlines()[-lines:]
     return "\n".join(out) if out else f"(empty output file: {path})"
 
 
@@ -299,18 +207,14 @@ def torchrun_root_cause(text: str) -> str:
     return f"rank {fields.get('rank', '?')} on {fields.get('host', '?')}: exitcode {fields.get('exitcode', '?')}"
 
 
-def first_error(path: Optional[Path]) -> str:
+def first_error(text: Optional[str]) -> str:
     """The first line of a job's output that reads like the cause of a failure.
 
     With --kill-on-bad-exit the *other* ranks die last (SIGTERM tracebacks), so the tail
     of the output hides the rank that failed first; this line names it, followed by
     torchrun's own account of which worker died first when there is one.
     """
-    if path is None:
-        return ""
-    try:
-        text = path.read_text(errors="replace")
-    except OSError:
+    if not text:
         return ""
     found = ""
     for line in text.splitlines():

@@ -74,10 +74,10 @@ def run_one(ctx: VerifyContext, check: Check) -> CheckResult:
         res.status, res.message = SKIP, exc.reason
     except CheckFailed as exc:
         res.message, res.hint, res.data = exc.message, exc.hint, exc.data
-        _attach_output(res, exc.output)
+        _attach_output(ctx, res, exc.output)
     except JobError as exc:
         res.message = str(exc)
-        _attach_output(res, exc.output)
+        _attach_output(ctx, res, exc.output)
     except Exception as exc:  # a bug in the check itself: still a clear FAIL, never a crash
         res.message = f"internal error: {exc!r}"
         res.tail = traceback.format_exc(limit=6)
@@ -85,11 +85,12 @@ def run_one(ctx: VerifyContext, check: Check) -> CheckResult:
     return res
 
 
-def _attach_output(res: CheckResult, output: Optional[Path]) -> None:
+def _attach_output(ctx: VerifyContext, res: CheckResult, output: Optional[Path]) -> None:
     if output is not None:
+        text = ctx.files.read_text(output)
         res.output = str(output)
-        res.tail = tail(output, TAIL_LINES)
-        res.first_error = first_error(output)
+        res.tail = tail(text, output, TAIL_LINES)
+        res.first_error = first_error(text)
 
 
 def skipped(check: Check, reason: str) -> CheckResult:

@@ -61,7 +61,7 @@ def run_workload(ctx: VerifyContext, suite: str, script: str, template: str, mod
         job_env["SIMCLUSTER_BREAK"] = brk.split(":", 1)[1]
     job = ctx.submit(check, text, env=job_env, name=f"{suite}.sbatch")
     ctx.wait_ok(job, limit)
-    result = parse_result(job.output.read_text(errors="replace"))
+    result = parse_result(ctx.read(job.output))
     if result is None:
         raise CheckFailed("the job finished but printed no SIMCLUSTER_RESULT line", output=job.output)
     problems = common_problems(ctx, result, nodes, with_gpu) + judge(result, members)

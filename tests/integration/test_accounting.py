@@ -24,7 +24,7 @@ from provisioner.accounting_check import check_accounting
 from provisioner.verify.jobs import SlurmClient
 from provisioner.paths import ClusterLayout
 from provisioner.procs import cluster_pids
-from provisioner.state import ClusterState
+from provisioner.cluster.state import ClusterState
 from tests.conftest import REPO, TEST_HOME_ROOT, Cluster, daemons_under, run_cli
 from tests.integration.test_rootless import _as_user, unprivileged_user  # noqa: F401 (a fixture)
 

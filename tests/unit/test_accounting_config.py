@@ -15,7 +15,7 @@ from provisioner.config.types import ClusterSpec
 from provisioner.errors import ConfigError
 from provisioner.paths import ClusterLayout
 from provisioner.render import AccountingInputs, redact_secrets, render_all, write_files
-from provisioner.state import ClusterState, reserved_ports
+from provisioner.cluster.state import ClusterState, reserved_ports
 from tests.unit.conftest import fixed_inputs, spec_from
 
 

@@ -1,4 +1,7 @@
-"""The per-cluster state file (state.json): what was started, with which ports and pids.
+"""The per-cluster state file (state.json): what was started where, with which ports and pids.
+
+Every backend keeps one, in $SIMCLUSTER_HOME/<name>/state.json; its ``backend`` picks the
+provider that made the cluster.
 
 Written atomically (temp file + rename) so a crash never leaves half a file behind.
 """
@@ -30,13 +33,18 @@ class ClusterState:
     user: str
     controller_port: int
     node_ports: Dict[str, int]
-    pids: Dict[str, int] = field(default_factory=dict)  # "munged", "slurmctld", "slurmd:<node>"
+    # Daemon pids as their machine numbers them: "slurmctld", "munged", "slurmdbd",
+    # "mariadbd" on the controller; "slurmd:<node>" (and "munged:<node>" where each node
+    # has its own munged) on that node's runner.
+    pids: Dict[str, int] = field(default_factory=dict)
     phase: str = "starting"  # starting -> running
     created: float = field(default_factory=time.time)
     nss_wrapper_lib: Optional[str] = None
     # accounting: true only (defaults keep older state files loadable).
     mariadb_port: Optional[int] = None
     slurmdbd_port: Optional[int] = None
+    # What the provider keeps about the machines it made (docker: image, network, shared dir).
+    provider_data: Dict = field(default_factory=dict)
     version: int = STATE_VERSION
 
     @property
@@ -46,6 +54,11 @@ class ClusterState:
     @property
     def cluster_spec(self) -> ClusterSpec:
         return ClusterSpec.from_dict(self.spec)
+
+    @staticmethod
+    def runner_key(daemon: str) -> str:
+        """The runner a daemon key lives on: "slurmd:node1" -> "node1", "slurmctld" -> controller."""
+        return daemon.partition(":")[2] or "controller"
 
     def save(self) -> None:
         path = self.layout.state_file

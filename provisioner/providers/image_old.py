@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from provisioner import __version__
-from provisioner.dockercmd import DockerError, docker, docker_stream, image_exists, require_engine
+from provisioner.errors import SimclusterError as DockerError  # placeholder
 from provisioner.errors import PrerequisiteError, SimclusterError
 from provisioner.paths import REPO_ROOT
 

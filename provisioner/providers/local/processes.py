@@ -1,4 +1,4 @@
-"""Start daemons, tell whether they live, find every process of a cluster, stop them.
+"""Find every process of a local cluster, and stop them.
 
 Every process of a cluster is recognisable: daemons carry the cluster directory in their
 command line and in SIMCLUSTER_STATE_DIR, slurmstepd inherits it from slurmd, and job
@@ -10,35 +10,12 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
 import time
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence
+from typing import Iterable, List
 
-MARKER_VAR = "SIMCLUSTER_STATE_DIR"
-
-
-def spawn(argv: Sequence[str], out_path: Path, env: Dict[str, str]) -> subprocess.Popen:
-    """Start a daemon in the foreground mode of its own session, output to ``out_path``."""
-    with open(out_path, "ab") as out:
-        return subprocess.Popen(
-            list(argv), stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-            env=env, start_new_session=True, close_fds=True,
-        )
-
-
-def pid_alive(pid: Optional[int]) -> bool:
-    """True if ``pid`` runs and is not a zombie."""
-    if not pid:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as f:
-            stat = f.read()
-    except OSError:
-        return False
-    # Field 3, after the parenthesised command name (which may contain spaces).
-    state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
-    return state not in (b"Z", b"X")
+from provisioner.cluster.handle import MARKER_VAR
+from provisioner.cluster.runner import process_alive as pid_alive
 
 
 def _read(path: str) -> bytes:
@@ -103,22 +80,3 @@ def _reap() -> None:
             return
         if pid == 0:
             return
-
-
-def tail_lines(path: Path, lines: int) -> Optional[List[str]]:
-    """The last ``lines`` lines of a file (reading at most its last 64 KiB), None if unreadable."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(0, size - 64 * 1024))
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return None
-    return text.splitlines()[-lines:]
-
-
-def tail(path: Path, lines: int = 20) -> str:
-    """The last ``lines`` lines of a log file, or a note that it is missing."""
-    out = tail_lines(path, lines)
-    return f"({path} does not exist)" if out is None else "\n".join(out)

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List
 
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import PrerequisiteError, UsageError
 from provisioner.paths import ClusterLayout
-from provisioner.ports import check_ports_free
+from provisioner.cluster.runner import find_binary
+from provisioner.providers.local.ports import check_ports_free
 
 REQUIRED_BINARIES = {
     "munged": "munge",
@@ -30,17 +30,12 @@ NSS_WRAPPER_CANDIDATES = [
 SOCKET_PATH_MAX = 107  # sun_path is 108 bytes with the trailing NUL
 
 
-def find_binary(name: str) -> Optional[str]:
-    return shutil.which(name) or next(
-        (p for p in (f"/usr/sbin/{name}", f"/sbin/{name}") if os.access(p, os.X_OK)), None)
-
-
-def check_binaries() -> None:
-    missing = [b for b in REQUIRED_BINARIES if not find_binary(b)]
+def require_binaries(required: Dict[str, str] = REQUIRED_BINARIES, what: str = "missing program(s)") -> None:
+    """Raise PrerequisiteError naming the missing programs of ``required`` ({binary: package})."""
+    missing = [b for b in required if not find_binary(b)]
     if missing:
-        pkgs = " ".join(sorted({REQUIRED_BINARIES[b] for b in missing}))
-        raise PrerequisiteError(f"missing program(s): {', '.join(missing)}",
-                                f"run 'make setup' or 'sudo apt-get install {pkgs}'")
+        pkgs = " ".join(sorted({required[b] for b in missing}))
+        raise PrerequisiteError(f"{what}: {', '.join(missing)}", f"run 'make setup' or 'sudo apt-get install {pkgs}'")
 
 
 def find_nss_wrapper() -> str:
@@ -83,7 +78,7 @@ def explicit_ports(spec: ClusterSpec) -> List[int]:
 
 def run_preflight(spec: ClusterSpec, layout: ClusterLayout) -> str:
     """Run every check; return the libnss_wrapper path to use."""
-    check_binaries()
+    require_binaries()
     nss = find_nss_wrapper()
     check_gpus(spec)
     check_paths(layout)

@@ -1,0 +1,62 @@
+"""Options shared by several commands, defined once: the spec flags (up, test, render)."""
+
+from __future__ import annotations
+
+from typing import Dict, Optional
+
+import click
+
+from provisioner.cli.common import fake_gpus_value
+
+# (flags, keyword, click kwargs); the keyword is also the override key of load_spec
+# (camelCase where the YAML spells it so).
+_SPEC_FLAGS = (
+    (("--nodes", "-N"), "nodes", dict(type=int, metavar="K", help="Number of virtual nodes  [default: 2]")),
+    (("--gpus",), "gpus", dict(metavar="IDS", help="Physical GPU ids given to nodes in order, evenly: '6,7', '0-3'.")),
+    (("--fake-gpus",), "fake_gpus", dict(is_flag=False, flag_value="all", metavar="[K]",
+                                         help="Simulate GPUs (no GPU needed): alone, fake the --gpus list; "
+                                              "with K, fake K GPUs (ids 0..K-1).")),
+    (("--cpus",), "cpus", dict(type=int, metavar="C", help="CPUs each node advertises  [default: host's]")),
+    (("--memory",), "memory", dict(metavar="M", help="Memory each node advertises: MB or 240G  [default: host's]")),
+    (("--backend",), "backend", dict(metavar="local|docker",
+                                     help="local: processes on this host; docker: a container per node  "
+                                          "[default: local, or the config's backend]")),
+    (("--image",), "image", dict(metavar="IMAGE", help="docker backend: node image, used as it is  [default: the "
+                                                       "-train image when built, else the basic one; rebuilt when "
+                                                       "made from older docker/ files]")),
+    (("--privileged",), "privileged", dict(is_flag=True, default=None,
+                                           help="docker backend: run containers --privileged.")),
+    (("--accounting",), "accounting", dict(is_flag=True, default=None,
+                                           help="Add slurmdbd with a private MariaDB: sacct, sacctmgr, sshare "
+                                                "and fair-share work.")),
+    (("--config", "-c"), "config_path", dict(metavar="FILE", help="Cluster spec YAML (apiVersion: simcluster/v1); "
+                                                                  "flags override it.")),
+    (("--wait",), "wait", dict(type=float, metavar="SECONDS",
+                               help="How long to wait for all nodes to be idle  [default: 60]")),
+)
+SPEC_KEYWORDS = tuple(k for _, k, _ in _SPEC_FLAGS)
+
+
+def spec_options(only=SPEC_KEYWORDS):
+    """Add the spec flags named in ``only`` (keywords) to a command."""
+    def decorate(func):
+        for flags, key, kwargs in reversed(_SPEC_FLAGS):
+            if key in only:
+                func = click.option(*flags, key, **{"default": None, **kwargs})(func)
+        return func
+    return decorate
+
+
+def load_spec_from_options(name: Optional[str], options: Dict):
+    """The ClusterSpec the spec flags describe (the YAML of --config, with the flags over it)."""
+    from provisioner.config import load_spec
+    overrides = {"name": name}
+    for key in SPEC_KEYWORDS:
+        if key in ("config_path", "fake_gpus"):
+            continue
+        if key in options:
+            overrides[key] = options[key]
+    fake = fake_gpus_value(options.get("fake_gpus"))
+    if fake is not None:
+        overrides["fakeGpus"] = fake
+    return load_spec(options.get("config_path"), overrides)

@@ -1,0 +1,196 @@
+"""Accounting (accounting: true): a private MariaDB, slurmdbd, and the cluster's associations.
+
+Order matters. The database and slurmdbd come up before slurmctld, and the cluster, an
+account and the user are added before slurmctld first connects, so its registration
+finds them and every job is charged to an association from the start. `up` is ready
+only once slurmctld has registered with slurmdbd (`sacctmgr show cluster` gives its
+control port): until then job records queue inside slurmctld and `sacct` shows nothing.
+
+Nothing system-wide is read or changed: mariadbd runs with --no-defaults, its data,
+socket and logs in the cluster's database directory, listening on 127.0.0.1 only. The
+SQL that creates the database exists only here, for every backend.
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Dict, List, Optional, Tuple
+
+from provisioner.cluster import daemons
+from provisioner.cluster.handle import Cluster
+from provisioner.cluster.wait import WaitStrategy
+from provisioner.errors import StartupError
+from provisioner.render import AccountingInputs
+
+ACCOUNT = "simcluster"  # every user of the cluster is charged to it by default
+DB_USER = "slurm"
+DB_NAME = "slurm_acct_db"
+REQUIRED_BINARIES = {
+    "mariadbd": "mariadb-server-core",
+    "slurmdbd": "slurmdbd",
+    "sacctmgr": "slurm-client",
+    "sacct": "slurm-client",
+}
+# Where Debian (and most distributions) keep the SQL that mariadb-install-db feeds the server.
+SQL_DIRS = ("/usr/share/mysql", "/usr/share/mariadb")
+SYSTEM_TABLES_SQL = ("mysql_system_tables.sql", "mysql_performance_tables.sql", "mysql_system_tables_data.sql")
+
+# A test cluster's accounting database holds a few thousand rows, and it lives exactly
+# as long as the cluster: small buffers, and no fsync per commit nor doublewrite
+# (durability buys nothing for data deleted by `down`, and fsyncs are slow on busy disks).
+SERVER_OPTIONS = [
+    "--innodb-buffer-pool-size=16M", "--innodb-log-file-size=8M", "--innodb-log-buffer-size=2M",
+    "--aria-pagecache-buffer-size=1M", "--key-buffer-size=1M", "--max-connections=50",
+    "--innodb-flush-log-at-trx-commit=0", "--innodb-doublewrite=0",
+    "--innodb-autoextend-increment=4", "--innodb-temp-data-file-path=ibtmp1:4M:autoextend",  # ~25 MB on disk
+    "--innodb-lock-wait-timeout=900",  # Slurm's recommended value
+    "--performance-schema=OFF", "--skip-log-bin", "--skip-name-resolve",
+]
+# mariadbd --bootstrap options beyond the server's: quiet, any storage engine, room for the SQL.
+BOOTSTRAP_OPTIONS = ["--log-warnings=0", "--enforce-storage-engine=", "--max-allowed-packet=8M"]
+
+
+def inputs(cluster: Cluster, password: str = "") -> AccountingInputs:
+    """Where slurmdbd and the database listen, with ``password`` for the database user."""
+    pl = cluster.placement
+    base = pl.render.accounting or AccountingInputs()
+    return AccountingInputs(dbd_port=pl.dbd_port, storage_port=pl.storage_port, storage_pass=password,
+                            dbd_host=base.dbd_host, dbd_addr=base.dbd_addr, storage_user=DB_USER,
+                            storage_loc=DB_NAME)
+
+
+def new_password() -> str:
+    """A fresh database password; only slurmdbd.conf (mode 0600) keeps it."""
+    return secrets.token_hex(16)
+
+
+def _as_root(cluster: Cluster) -> List[str]:
+    """mariadbd refuses to run as root unless told to; as anyone else it needs nothing."""
+    return ["--user=root"] if cluster.placement.daemon_user == "root" else []
+
+
+def init_sql(cluster: Cluster, password: str) -> str:
+    """What mariadb-install-db would feed the server (the tables a server needs, without the
+    help tables and sys schema: a quarter of the CPU time), then the slurm database user for
+    the socket and for TCP from 127.0.0.1 (slurmdbd's way)."""
+    runner = cluster.runner()
+    for base in SQL_DIRS:
+        parts = [runner.read_text(f"{base}/{name}") for name in SYSTEM_TABLES_SQL]
+        if all(p is not None for p in parts):
+            break
+    else:
+        raise StartupError("MariaDB's system tables SQL was not found", f"looked in {', '.join(SQL_DIRS)} "
+                           f"({runner.where}); install mariadb-server-core")
+    lines = ["CREATE DATABASE IF NOT EXISTS mysql;", "USE mysql;",
+             f"SET @auth_root_socket='{cluster.placement.daemon_user}';", *parts,
+             "-- Bootstrap runs without the grant tables loaded; CREATE USER needs them.", "FLUSH PRIVILEGES;"]
+    for host in ("localhost", "127.0.0.1"):
+        lines.append(f"CREATE USER '{DB_USER}'@'{host}' IDENTIFIED BY '{password}';")
+        lines.append(f"GRANT ALL ON `{DB_NAME}`.* TO '{DB_USER}'@'{host}';")
+    return "\n".join(lines) + "\n"
+
+
+def create_database(cluster: Cluster, password: str, timeout: float = 120.0) -> None:
+    """Create the system tables and the slurm user in a fresh data directory."""
+    runner, db = cluster.runner(), cluster.paths.db_dir
+    runner.run(["mkdir", "-p", "-m", "0700", db, f"{db}/data"], timeout=10)
+    # The password goes through a pipe, never into a file or a command line.
+    res = runner.run(["mariadbd", "--no-defaults", "--bootstrap", f"--datadir={db}/data", *BOOTSTRAP_OPTIONS,
+                      *_as_root(cluster), *SERVER_OPTIONS], stdin=init_sql(cluster, password), timeout=timeout,
+                     env=cluster.daemon_env())
+    log = f"{cluster.paths.log}/mariadb-install.log"
+    runner.write_file(log, (res.stdout + res.stderr).encode(), 0o644)
+    if not res.ok:
+        raise StartupError(f"creating the accounting database failed (mariadbd --bootstrap exit code {res.rc})",
+                           f"see {log} ({runner.where})", details=(res.stderr or res.stdout)[-2000:])
+
+
+def start_mariadb(cluster: Cluster, timeout: float = 30.0) -> None:
+    p, db = cluster.paths, cluster.paths.db_dir
+    daemons.start(cluster, "mariadbd", [
+        "mariadbd", "--no-defaults", f"--datadir={db}/data", f"--socket={db}/db.sock",
+        f"--port={cluster.placement.storage_port}", "--bind-address=127.0.0.1", f"--pid-file={p.run}/mariadbd.pid",
+        f"--log-error={p.daemon_log('mariadbd')}", *_as_root(cluster), *SERVER_OPTIONS])
+    # The TCP listener is opened before the socket file; connections made before "ready for
+    # connections" wait in the backlog, so the socket is early enough.
+    runner = cluster.runner()
+    daemons.wait_usable(cluster, "mariadbd", "create its socket", lambda: runner.exists(f"{db}/db.sock"), timeout)
+
+
+def start_slurmdbd(cluster: Cluster, timeout: float = 30.0) -> None:
+    runner = cluster.runner()
+    link = f"{cluster.paths.run}/slurmdbd"
+    runner.run(["sh", "-c", f'ln -sf "$(command -v slurmdbd || echo /usr/sbin/slurmdbd)" {link}'], timeout=10)
+    daemons.start(cluster, "slurmdbd", daemons.slurmdbd_argv(cluster))
+    port = cluster.placement.dbd_port
+    # slurmdbd listens only after it has connected to MariaDB and created its tables.
+    daemons.wait_usable(cluster, "slurmdbd", f"listen on port {port}", lambda: runner.listening(port), timeout)
+
+
+def accounts_file(cluster_name: str, user: str) -> str:
+    """The `sacctmgr load` file that adds the cluster, the simcluster account and ``user``."""
+    return (f"Cluster - '{cluster_name}'\n"
+            "Parent - 'root'\n"
+            f"Account - '{ACCOUNT}':Description='simcluster':Organization='simcluster'\n"
+            f"Parent - '{ACCOUNT}'\n"
+            f"User - '{user}':DefaultAccount='{ACCOUNT}'\n")
+
+
+def register(cluster: Cluster, timeout: float = 60.0) -> None:
+    """Add the cluster, the account and the user (with that account as their default).
+
+    A request to slurmdbd costs up to ~90 ms on loopback, so fewer requests is faster:
+    `sacctmgr load` of a flat file needs ~13, three add commands ~18. But `load` refuses a
+    user who is not yet in the database, and only root is in a new one; for anyone else
+    the add commands are read from stdin by one sacctmgr process.
+    """
+    name, user = cluster.name, cluster.placement.daemon_user
+    if user == "root":
+        argv, stdin = ["sacctmgr", "-i", "load", f"file={cluster.paths.etc}/accounts.cfg"], None
+    else:
+        argv, stdin = ["sacctmgr", "-i"], (
+            f"add cluster {name}\n"
+            f"add account {ACCOUNT} Cluster={name} Description=simcluster Organization=simcluster\n"
+            f"add user {user} Account={ACCOUNT} DefaultAccount={ACCOUNT} Cluster={name}\n")
+    res = cluster.client.run(argv, stdin=stdin, timeout=timeout)
+    log = f"{cluster.paths.log}/sacctmgr-setup.log"
+    cluster.runner().write_file(log, (res.stdout + res.stderr).encode(), 0o644)
+    if not res.ok:
+        raise StartupError(f"registering cluster '{name}' in accounting failed (sacctmgr exit code {res.rc})",
+                           f"see {log}", details=(res.stdout + res.stderr)[-2000:])
+
+
+def wait_registered(cluster: Cluster, timeout: float) -> None:
+    """The readiness gate's last part: slurmctld has registered with slurmdbd."""
+    want = cluster.state.controller_port
+    client = cluster.client
+
+    def check() -> Tuple[bool, Optional[int]]:
+        port = client.registered_port(cluster.name)
+        return port == want, port
+
+    WaitStrategy(f"cluster '{cluster.name}' to register in accounting", check, timeout, first_delay=0.05,
+                 max_delay=0.25, guard=daemons.guard(cluster, ["mariadbd", "slurmdbd", "slurmctld"]),
+                 describe=lambda seen: f"slurmdbd reports control port {seen or 'none'}, slurmctld listens on {want}",
+                 logs=lambda: cluster.log_tail("slurmdbd", 15) + "\n" + cluster.log_tail("slurmctld", 15)).wait()
+
+
+def health(cluster: Cluster, alive: Dict[str, bool]) -> Dict:
+    """What `status` reports about accounting: daemons alive, cluster registered."""
+    if not cluster.spec.accounting:
+        return {"enabled": False, "healthy": True, "registered": None, "account": None,
+                "slurmdbd": {"alive": None, "port": None}, "mariadb": {"alive": None, "port": None}}
+    db_alive, dbd_alive = alive.get("mariadbd", False), alive.get("slurmdbd", False)
+    port = cluster.client.registered_port(cluster.name) if db_alive and dbd_alive else None
+    registered = port == cluster.state.controller_port
+    return {"enabled": True, "healthy": db_alive and dbd_alive and registered, "registered": registered,
+            "account": ACCOUNT, "slurmdbd": {"alive": dbd_alive, "port": cluster.placement.dbd_port},
+            "mariadb": {"alive": db_alive, "port": cluster.placement.storage_port}}
+
+
+# What export-logs adds for accounting clusters: the database's view of the cluster.
+DEBUG_REPORTS = (("sacctmgr-show-cluster.txt", ["sacctmgr", "show", "cluster"]),
+                 ("sacctmgr-show-assoc.txt", ["sacctmgr", "show", "assoc"]),
+                 ("sshare.txt", ["sshare", "-a", "-l"]),
+                 ("sacct.txt", ["sacct", "-a", "--starttime=now-1days",
+                                "--format=JobID,JobName,User,Account,State,ExitCode,NodeList,Elapsed"]))

@@ -1,0 +1,100 @@
+"""The cluster's daemons: their command lines, and starting one and watching it become usable.
+
+The command lines exist only here: `up`'s steps start them through runners, and the
+benchmark's raw baseline (scripts/bench.py) prints the same ones into a shell loop.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from provisioner.cluster.handle import Cluster
+from provisioner.cluster.placement import CONTROLLER
+from provisioner.cluster.wait import WaitStrategy
+from provisioner.errors import StartupError
+
+# Added to each slurmd's environment. Measured with Slurm 22.05 on Debian 12
+# (docs/benchmarks.md has the numbers):
+# - To read the CPU topology, all slurmd asks of hwloc, hwloc dlopens every plugin it has
+#   (OpenCL, GL, PCI, libxml2); OpenCL pulls in libstdc++, which is never unloaded.
+#   Without them a slurmd starts on 7-13 ms less CPU and keeps ~1 MB less RSS.
+# - One malloc arena and a heap top trimmed on free: ~80 KB less private memory per slurmd.
+# Only slurmd (and the slurmstepd it starts) gets these: there is one per node, while
+# slurmctld and the database are single and busier. Job tasks get the environment of
+# srun/sbatch, not slurmd's, so training jobs never see them.
+SLURMD_ENV = {
+    "HWLOC_PLUGINS_BLACKLIST": "hwloc_gl,hwloc_opencl,hwloc_pci,hwloc_xml_libxml",
+    "GLIBC_TUNABLES": "glibc.malloc.arena_max=1:glibc.malloc.trim_threshold=0:glibc.malloc.top_pad=0",
+}
+
+
+def munged_argv(cluster: Cluster) -> List[str]:
+    p = cluster.paths
+    # --force: the state dir is 0700 (and ~ may be too); munged would refuse a socket
+    # that other users cannot reach, but only this user needs it.
+    return ["munged", "--foreground", "--force", f"--key-file={p.munge_key}", f"--socket={p.munge_socket}",
+            f"--pid-file={p.run}/munged.pid", f"--seed-file={p.munge_dir}/seed"]
+
+
+def slurmctld_argv(cluster: Cluster) -> List[str]:
+    return ["slurmctld", "-D", "-f", cluster.paths.slurm_conf]
+
+
+def slurmd_argv(cluster: Cluster, node: str) -> List[str]:
+    return ["slurmd", "-D", "-N", node, "-f", cluster.paths.slurm_conf]
+
+
+def slurmdbd_argv(cluster: Cluster) -> List[str]:
+    # slurmdbd has no -f: it finds slurmdbd.conf next to $SLURM_CONF. Started through a
+    # link in the run directory so that its command line names the cluster like the others'.
+    return [f"{cluster.paths.run}/slurmdbd", "-D"]
+
+
+def start(cluster: Cluster, key: str, argv: List[str], env: Optional[Dict[str, str]] = None,
+          output: str = ".out") -> int:
+    """Start daemon ``key`` on its runner, record its pid in the state; output to log/<name><output>."""
+    runner = cluster.daemon_runner(key)
+    full_env = cluster.daemon_env()
+    full_env.update(env or {})
+    out = f"{cluster.paths.log}/{log_name(key)}{output}"
+    pid = runner.start_daemon(argv, out, full_env)
+    cluster.state.pids[key] = pid
+    return pid
+
+
+def died(cluster: Cluster, key: str) -> StartupError:
+    """The error for a daemon that exited: its log tails say why."""
+    name = log_name(key)
+    runner = cluster.daemon_runner(key)
+    parts = [cluster.log_tail(key)]
+    out = runner.read_text(f"{cluster.paths.log}/{name}.out")
+    if out and out.strip():
+        parts.append(f"--- tail of {cluster.paths.log}/{name}.out ---\n" + "\n".join(out.splitlines()[-20:]))
+    return StartupError(f"{key} exited during startup", f"see {cluster.paths.daemon_log(name)} ({runner.where})",
+                        details="\n".join(parts))
+
+
+def guard(cluster: Cluster, keys: Optional[List[str]] = None):
+    """A wait guard: raise StartupError naming the first of ``keys`` (default all) that died."""
+    def check() -> None:
+        for key, alive in cluster.daemons_alive(keys).items():
+            if not alive:
+                raise died(cluster, key)
+    return check
+
+
+def wait_usable(cluster: Cluster, key: str, what: str, ready, timeout: float) -> None:
+    """Wait until ``ready()`` holds for daemon ``key`` (its socket exists, its port listens)."""
+    WaitStrategy(f"{key} to {what}", lambda: (ready(), None), timeout, first_delay=0.005, max_delay=0.05,
+                 guard=guard(cluster, [key]), describe=lambda _: "", logs=lambda: cluster.log_tail(key),
+                 hint="see the log below").wait()
+
+
+def log_name(key: str) -> str:
+    """Daemon key -> its log file's name: "slurmd:node1" -> slurmd-node1; every munged -> munged
+    (each machine has one; on the local backend all nodes share it)."""
+    return "munged" if key.startswith("munged") else key.replace(":", "-")
+
+
+def munged_key(runner_key: str) -> str:
+    return "munged" if runner_key == CONTROLLER else f"munged:{runner_key}"

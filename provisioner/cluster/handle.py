@@ -1,0 +1,84 @@
+"""A cluster that exists: its state, the provider that made it, its runners, its Slurm client.
+
+Everything after provisioning takes a Cluster: the steps of `up`, status, export-logs,
+verify, `down`. Runners are keyed "controller" or by node name; which machine a key
+means is the provider's business.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Dict, List, Optional
+
+from provisioner.cluster.placement import CONTROLLER, Placement
+from provisioner.cluster.runner import Runner
+from provisioner.cluster.slurm import SlurmClient
+from provisioner.cluster.state import ClusterState
+from provisioner.config.types import ClusterSpec
+
+if TYPE_CHECKING:
+    from provisioner.providers.base import Provider
+
+# Daemons carry the cluster directory in this variable (and so do their children), so the
+# local backend's `down` can find every process of a cluster, job steps included.
+MARKER_VAR = "SIMCLUSTER_STATE_DIR"
+
+
+class Cluster:
+    def __init__(self, state: ClusterState, provider: "Provider"):
+        self.state = state
+        self.provider = provider
+        self.spec: ClusterSpec = state.cluster_spec
+        self.placement: Placement = provider.placement(state)
+        self._runners: Dict[str, Runner] = {}
+
+    @property
+    def name(self) -> str:
+        return self.state.name
+
+    @property
+    def paths(self):
+        return self.placement.paths
+
+    @property
+    def node_names(self) -> List[str]:
+        return [n.name for n in self.spec.nodes]
+
+    def runner(self, key: str = CONTROLLER) -> Runner:
+        if key not in self._runners:
+            self._runners[key] = self.provider.runner(self.state, key)
+        return self._runners[key]
+
+    def daemon_runner(self, daemon: str) -> Runner:
+        return self.runner(ClusterState.runner_key(daemon))
+
+    @property
+    def client(self) -> SlurmClient:
+        return SlurmClient(self.runner(CONTROLLER), {"SLURM_CONF": self.paths.slurm_conf},
+                           poll_s=self.provider.poll_s)
+
+    def daemon_env(self) -> Dict[str, str]:
+        """What every daemon gets in its environment: the cluster's config and the marker."""
+        return {"SLURM_CONF": self.paths.slurm_conf, MARKER_VAR: self.state.root}
+
+    def daemons_alive(self, keys: Optional[List[str]] = None) -> Dict[str, bool]:
+        """{daemon key: alive}, asking each machine once (a machine that is gone: all dead)."""
+        keys = list(self.state.pids) if keys is None else keys
+        by_runner: Dict[str, List[str]] = {}
+        for key in keys:
+            by_runner.setdefault(ClusterState.runner_key(key), []).append(key)
+        alive: Dict[str, bool] = {}
+        for rkey, daemons in by_runner.items():
+            pids = [self.state.pids[d] for d in daemons if self.state.pids.get(d)]
+            seen = self.runner(rkey).pids_alive(pids) if pids else {}
+            for d in daemons:
+                alive[d] = seen.get(self.state.pids.get(d, 0), False)
+        return alive
+
+    def log_tail(self, daemon: str, lines: int = 20) -> str:
+        """The last lines of a daemon's log file, read where the daemon runs."""
+        from provisioner.cluster.daemons import log_name
+        path = self.paths.daemon_log(log_name(daemon))
+        text = self.daemon_runner(daemon).read_text(path)
+        if text is None:
+            return f"--- {path}: not there ---"
+        return f"--- tail of {path} ({self.daemon_runner(daemon).where}) ---\n" + "\n".join(text.splitlines()[-lines:])

@@ -1,0 +1,209 @@
+"""Nodes are command runners (after kind's nodes): every action reaches a node through one.
+
+A Runner runs a command and gives back a Result, starts a long-running daemon and tells
+whether its pid lives, and reads and writes files, all on one machine: this host
+(HostRunner, here), a container (providers/docker), or a host over SSH (providers/ssh).
+Steps, checks, status and export-logs only ever talk to runners, so they never ask which
+backend they are on.
+
+One timeout convention: every call takes ``timeout`` seconds (default DEFAULT_TIMEOUT);
+a command that runs past it is killed and comes back as rc 124 (like coreutils' timeout),
+one that cannot be started as rc 127. ``run`` never raises for a failing command.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+
+DEFAULT_TIMEOUT = 30.0
+TIMED_OUT = 124
+NOT_FOUND = 127
+
+
+@dataclass
+class Result:
+    """What a command gave back (text, decoded with replacement)."""
+
+    argv: List[str]
+    rc: int
+    stdout: str = ""
+    stderr: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.rc == 0
+
+    # subprocess.CompletedProcess spelling, for code that reads it either way.
+    @property
+    def returncode(self) -> int:
+        return self.rc
+
+    def error_line(self) -> str:
+        """The last line of stderr (else stdout), or the exit code: for one-line errors."""
+        lines = (self.stderr.strip() or self.stdout.strip()).splitlines()
+        return lines[-1] if lines else f"exit code {self.rc}"
+
+
+class Runner:
+    """The interface every node implements. ``where`` names the machine in messages."""
+
+    where = "?"
+
+    def run(self, argv: Sequence[str], env: Optional[Mapping[str, str]] = None, stdin: Optional[str] = None,
+            timeout: float = DEFAULT_TIMEOUT, cwd: Optional[str] = None) -> Result:
+        """Run ``argv``; ``env`` is added to the runner's environment (never replaces it)."""
+        raise NotImplementedError
+
+    def start_daemon(self, argv: Sequence[str], log_path: str, env: Optional[Mapping[str, str]] = None) -> int:
+        """Start a foreground-mode daemon in its own session, output appended to ``log_path``;
+        return its pid (as this runner's machine numbers it)."""
+        raise NotImplementedError
+
+    def pids_alive(self, pids: Iterable[int]) -> Dict[int, bool]:
+        """Which of ``pids`` run (a zombie is dead). Every pid is False when the machine is gone."""
+        raise NotImplementedError
+
+    def kill(self, pids: Iterable[int], sig: int = signal.SIGKILL) -> None:
+        """Send ``sig`` to each pid that still runs."""
+        raise NotImplementedError
+
+    def read_file(self, path: str) -> Optional[bytes]:
+        """A file's bytes, or None when it does not exist or cannot be read."""
+        raise NotImplementedError
+
+    def write_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Create or replace ``path`` (its directory must exist) with ``mode`` from the start."""
+        raise NotImplementedError
+
+    def exec_prefix(self, cwd: Optional[str], interactive: bool) -> List[str]:
+        """What goes before a user's command to run it on this machine from a terminal here
+        (`simcluster exec`, `simcluster env`); [] when it runs here as it is."""
+        raise NotImplementedError
+
+    # Derived helpers: the same for every runner.
+    def pid_alive(self, pid: Optional[int]) -> bool:
+        return bool(pid) and self.pids_alive([pid]).get(pid, False)
+
+    def exists(self, path: str) -> bool:
+        return self.run(["test", "-e", path], timeout=10).ok
+
+    def read_text(self, path: str) -> Optional[str]:
+        data = self.read_file(path)
+        return None if data is None else data.decode(errors="replace")
+
+    def listening(self, port: int) -> bool:
+        """Does something listen on TCP ``port`` of this machine? (/proc/net/tcp{,6}: no connection
+        made, so nothing is logged by the daemon, and it works the same in a container.)"""
+        want = f":{port:04X} "
+        for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+            text = self.read_text(table) or ""
+            for line in text.splitlines()[1:]:
+                fields = line.split()
+                if len(fields) > 3 and (fields[1] + " ").endswith(want) and fields[3] == "0A":
+                    return True
+        return False
+
+
+def process_alive(pid: Optional[int]) -> bool:
+    """True if ``pid`` runs on this host and is not a zombie."""
+    if not pid:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    # Field 3, after the parenthesised command name (which may contain spaces).
+    state = stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3]
+    return state not in (b"Z", b"X")
+
+
+def find_binary(name: str) -> Optional[str]:
+    """``name`` on PATH, else in /usr/sbin or /sbin (not on an unprivileged user's PATH)."""
+    if "/" in name:
+        return name
+    return shutil.which(name) or next(
+        (p for p in (f"/usr/sbin/{name}", f"/sbin/{name}") if os.access(p, os.X_OK)), None)
+
+
+class HostRunner(Runner):
+    """This machine: subprocess, /proc and the local filesystem."""
+
+    where = "this host"
+
+    def __init__(self, base_env: Optional[Mapping[str, str]] = None):
+        self.base_env = dict(os.environ if base_env is None else base_env)
+
+    def _env(self, env: Optional[Mapping[str, str]]) -> Dict[str, str]:
+        full = dict(self.base_env)
+        full.update(env or {})
+        return full
+
+    def run(self, argv, env=None, stdin=None, timeout=DEFAULT_TIMEOUT, cwd=None) -> Result:
+        argv = [str(a) for a in argv]
+        argv[0] = find_binary(argv[0]) or argv[0]
+        try:
+            proc = subprocess.run(argv, env=self._env(env), input=stdin, stdout=subprocess.PIPE,
+                                  stderr=subprocess.PIPE, text=True, errors="replace", timeout=timeout, cwd=cwd)
+        except subprocess.TimeoutExpired:
+            return Result(argv, TIMED_OUT, "", f"{argv[0]} did not finish within {timeout:.0f}s")
+        except OSError as exc:
+            return Result(argv, NOT_FOUND, "", f"{argv[0]}: {exc.strerror or exc}")
+        return Result(argv, proc.returncode, proc.stdout, proc.stderr)
+
+    def start_daemon(self, argv, log_path, env=None) -> int:
+        with open(log_path, "ab") as out:
+            argv = [str(a) for a in argv]
+            argv[0] = find_binary(argv[0]) or argv[0]
+            proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                    stderr=subprocess.STDOUT, env=self._env(env), start_new_session=True,
+                                    close_fds=True)
+        _started.append(proc)  # keep the Popen: its __del__ would otherwise warn "still running"
+        return proc.pid
+
+    def pids_alive(self, pids) -> Dict[int, bool]:
+        reap_children()
+        return {pid: bool(pid) and process_alive(pid) for pid in pids}
+
+    def kill(self, pids, sig=signal.SIGKILL) -> None:
+        for pid in pids:
+            try:
+                os.kill(pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def read_file(self, path) -> Optional[bytes]:
+        try:
+            return Path(path).read_bytes()
+        except OSError:
+            return None
+
+    def write_file(self, path, data, mode=0o644) -> None:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+        try:
+            os.fchmod(fd, mode)
+            os.write(fd, data)
+        finally:
+            os.close(fd)
+
+    def exists(self, path: str) -> bool:
+        return os.path.exists(path)
+
+    def exec_prefix(self, cwd, interactive) -> List[str]:
+        return []  # this host, in the caller's own directory
+
+
+_started: List[subprocess.Popen] = []
+
+
+def reap_children() -> None:
+    """Collect exited daemons this process started, so that they do not linger as zombies."""
+    for proc in list(_started):
+        if proc.poll() is not None:
+            _started.remove(proc)

@@ -1,0 +1,186 @@
+"""`up` as data: the ordered steps that turn provisioned machines into a ready cluster.
+
+The same list runs on every backend, through the cluster's runners (after kind's create
+actions). Each step prints ' - <what> ... done (0.12s)'; a step that does not apply to
+the spec (accounting, fake GPUs) is left out. The list is also what the benchmark's raw
+baseline is generated from (daemons.py holds the command lines).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional, Tuple
+
+from provisioner.cluster import accounting, daemons
+from provisioner.cluster.handle import Cluster
+from provisioner.cluster.placement import CONTROLLER
+from provisioner.cluster.slurm import NodeState, format_node_table
+from provisioner.cluster.wait import WaitStrategy
+from provisioner.render import render_all, write_files
+
+
+@dataclass
+class UpRun:
+    """What the steps of one `up` share."""
+
+    cluster: Cluster
+    progress: Callable[[str], None]
+    timeout: float  # --wait: how long the readiness gates wait
+    db_password: str = field(default_factory=accounting.new_password)
+    started_at: float = field(default_factory=time.monotonic)
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    describe: Callable[[Cluster], str]
+    run: Callable[[UpRun], None]
+    applies: Callable[[Cluster], bool] = lambda c: True
+
+
+def write_configs(up: UpRun) -> None:
+    """Render every config into the provider's config directory, and a fresh munge key."""
+    c = up.cluster
+    inputs = c.placement.render
+    if c.spec.accounting:
+        inputs.accounting = accounting.inputs(c, up.db_password)
+    files = {k: v for k, v in render_all(c.spec, inputs).items() if k not in c.placement.skip_files}
+    files.update(c.placement.extra_files)
+    if c.spec.accounting and c.placement.daemon_user == "root":
+        files["accounts.cfg"] = accounting.accounts_file(c.name, "root")
+    write_files(files, c.placement.config_dir)
+    # A fresh random key per cluster, mode 0400, never shared with the system's munged.
+    key = c.placement.config_dir / "munge.key"
+    fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(os.urandom(1024))
+
+
+def make_fake_gpus(up: UpRun) -> None:
+    """Character devices (major 195, minor N) so gres scheduling works without GPUs; without
+    the right to mknod, a link to /dev/null (Slurm only checks for a character device)."""
+    c = up.cluster
+    # Grouped by machine: on the local backend every node is this host (one command).
+    by_machine: Dict[int, Tuple[object, List[int]]] = {}
+    for node in c.spec.nodes:
+        runner = c.runner(node.name)
+        by_machine.setdefault(id(runner), (runner, []))[1].extend(node.gpus)
+    for runner, gpus in by_machine.values():
+        script = "; ".join(f"mknod -m 666 {c.paths.dev}/nvidia{g} c 195 {g} 2>/dev/null || "
+                           f"ln -sf /dev/null {c.paths.dev}/nvidia{g}" for g in gpus)
+        runner.run(["sh", "-c", script], timeout=30)
+
+
+def start_munged(up: UpRun) -> None:
+    c = up.cluster
+    for key in c.placement.munged_on:
+        # In the foreground munged logs to stderr only, so that is its log file.
+        daemons.start(c, daemons.munged_key(key), daemons.munged_argv(c), output=".log")
+    for key in c.placement.munged_on:
+        runner = c.runner(key)
+        daemons.wait_usable(c, daemons.munged_key(key), "create its socket",
+                            lambda: runner.exists(c.paths.munge_socket), 10.0)
+
+
+def start_slurmctld(up: UpRun) -> None:
+    c = up.cluster
+    daemons.start(c, "slurmctld", daemons.slurmctld_argv(c))
+    runner, port = c.runner(), c.state.controller_port
+    daemons.wait_usable(c, "slurmctld", f"listen on port {port}", lambda: runner.listening(port), 20.0)
+
+
+def start_slurmds(up: UpRun) -> None:
+    """One `slurmd -N <node>` per virtual node, all started at once; readiness is checked later."""
+    c = up.cluster
+    for node in c.node_names:
+        daemons.start(c, f"slurmd:{node}", daemons.slurmd_argv(c, node), env=daemons.SLURMD_ENV)
+
+
+def wait_nodes_ready(up: UpRun) -> None:
+    c = up.cluster
+    names = c.node_names
+    client = c.client
+
+    def check() -> Tuple[bool, Optional[Dict[str, NodeState]]]:
+        states = client.node_states()
+        return states is not None and all(n in states and states[n].ready for n in names), states
+
+    def describe(states: Optional[Dict[str, NodeState]]) -> str:
+        if states is None:
+            return "slurmctld did not answer sinfo"
+        bad = [n for n in names if n not in states or not states[n].ready]
+        return f"nodes not ready ({len(bad)} of {len(names)}):\n" + format_node_table(states, bad[:20])
+
+    def logs() -> str:
+        states = client.node_states() or {}
+        bad = [n for n in names if n not in states or not states[n].ready]
+        return "\n".join([c.log_tail("slurmctld", 15)] + [c.log_tail(f"slurmd:{n}", 15) for n in bad[:2]])
+
+    # Bigger clusters: each sinfo costs more, so poll a little less often.
+    WaitStrategy(f"{len(names)} nodes to be idle", check, up.timeout, first_delay=0.01,
+                 max_delay=0.05 if len(names) <= 16 else 0.25, guard=_throttled(daemons.guard(c)),
+                 describe=describe, logs=logs).wait()
+
+
+def _throttled(check: Callable[[], None], every: float = 0.5) -> Callable[[], None]:
+    """Run ``check`` at most every ``every`` seconds (asking a docker cluster's machines is not free)."""
+    last = [0.0]
+
+    def run() -> None:
+        if time.monotonic() - last[0] >= every:
+            last[0] = time.monotonic()
+            check()
+    return run
+
+
+def _accounting(c: Cluster) -> bool:
+    return c.spec.accounting
+
+
+STEPS: Tuple[Step, ...] = (
+    Step("configs", lambda c: "writing configs and munge key", write_configs),
+    Step("fake-gpus", lambda c: f"making {len(c.spec.all_gpus)} fake GPU devices", make_fake_gpus,
+         lambda c: c.spec.fake_gpus and bool(c.spec.all_gpus)),
+    Step("munged", lambda c: "starting munged" + (f" on {len(c.placement.munged_on)} machines"
+                                                  if len(c.placement.munged_on) > 1 else ""), start_munged),
+    Step("database", lambda c: "creating the accounting database",
+         lambda up: accounting.create_database(up.cluster, up.db_password), _accounting),
+    Step("mariadb", lambda c: f"starting MariaDB on port {c.placement.storage_port}",
+         lambda up: accounting.start_mariadb(up.cluster), _accounting),
+    Step("slurmdbd", lambda c: f"starting slurmdbd on port {c.placement.dbd_port}",
+         lambda up: accounting.start_slurmdbd(up.cluster), _accounting),
+    Step("associations", lambda c: f"adding cluster '{c.name}', account '{accounting.ACCOUNT}' and user "
+                                   f"'{c.placement.daemon_user}'", lambda up: accounting.register(up.cluster),
+         _accounting),
+    Step("slurmctld", lambda c: f"starting slurmctld on port {c.state.controller_port}", start_slurmctld),
+    Step("slurmd", lambda c: f"starting {len(c.spec.nodes)} slurmd", start_slurmds),
+    Step("ready", lambda c: f"waiting for {len(c.spec.nodes)} nodes to be idle", wait_nodes_ready),
+    Step("registered", lambda c: "waiting for slurmctld to register with slurmdbd",
+         lambda up: accounting.wait_registered(up.cluster, up.timeout), _accounting),
+)
+
+
+def steps_for(cluster: Cluster) -> List[Step]:
+    return [s for s in STEPS if s.applies(cluster)]
+
+
+def run_steps(up: UpRun) -> None:
+    """Run every step that applies, in order; the state is saved after each (so `down`
+    finds whatever was started, even if the next step fails)."""
+    c = up.cluster
+    for step in steps_for(c):
+        t0 = time.monotonic()
+        status = "FAILED"
+        try:
+            step.run(up)
+            status = "done"
+        finally:
+            c.state.save()
+            up.progress(f" - {step.describe(c)} ... {status} ({time.monotonic() - t0:.2f}s)")
+    c.state.phase = "running"
+    c.state.save()
+
+
+__all__ = ["STEPS", "Step", "UpRun", "run_steps", "steps_for", "CONTROLLER"]

@@ -1,0 +1,103 @@
+"""Local provider: the cluster's machines are directories on this host, its runner is this host.
+
+Provisioning picks free ports, checks binaries, libnss_wrapper, GPUs and paths, and makes
+the state directory; the shared steps then start munged, slurmctld and `slurmd -N` per
+node here. Node names resolve inside jobs through libnss_wrapper and the cluster's own
+hosts file (no change to /etc/hosts), and a TaskProlog maps Slurm's node-local GPU index
+to the node's physical GPU ids (every node shares this host's GPUs).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Dict, List
+
+from provisioner.cluster.placement import CONTROLLER, NodePaths, Placement
+from provisioner.cluster.runner import HostRunner
+from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES
+from provisioner.cluster.state import ClusterState, port_lock, reserved_ports
+from provisioner.config.types import ClusterSpec
+from provisioner.providers.base import Progress, Provider
+from provisioner.providers.local import preflight
+from provisioner.providers.local.ports import allocate_ports
+from provisioner.providers.local.processes import cluster_pids, terminate
+from provisioner.render import RenderInputs, render_hosts_file
+
+
+def host_runner() -> HostRunner:
+    """This host, with an environment free of any Slurm job's variables (a simcluster run
+    inside a job must not leak that job's settings into the cluster's commands)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(JOB_VARIABLE_PREFIXES)}
+    return HostRunner(env)
+
+
+class LocalProvider(Provider):
+    name = "local"
+
+    def __init__(self) -> None:
+        self._runner = host_runner()
+
+    def sanity_checks(self, spec: ClusterSpec) -> None:
+        from provisioner.cluster import accounting
+        from provisioner.paths import ClusterLayout
+        preflight.run_preflight(spec, ClusterLayout.for_name(spec.name))
+        if spec.accounting:
+            preflight.require_binaries(accounting.REQUIRED_BINARIES, "accounting needs program(s) that are missing")
+
+    def provision(self, spec: ClusterSpec, state: ClusterState, progress: Progress) -> None:
+        state.nss_wrapper_lib = preflight.find_nss_wrapper()
+        with port_lock():
+            needed = [n for n in spec.nodes if n.port is None]
+            count = len(needed) + (0 if spec.controller_port else 1) + (2 if spec.accounting else 0)
+            free = iter(allocate_ports(count, reserved=reserved_ports(exclude=spec.name))) if count else iter(())
+            state.controller_port = spec.controller_port or next(free)
+            state.node_ports = {n.name: n.port or next(free) for n in spec.nodes}
+            if spec.accounting:
+                state.mariadb_port, state.slurmdbd_port = next(free), next(free)
+            layout = state.layout
+            for d in (layout.etc, layout.log, layout.run, layout.spool, layout.state_save, layout.dev):
+                d.mkdir(exist_ok=True)
+            # munged insists that its socket directory is not writable by others and is searchable.
+            layout.munge_dir.mkdir(exist_ok=True)
+            os.chmod(layout.munge_dir, 0o711)
+            for node in spec.nodes:
+                (layout.spool / node.name).mkdir(exist_ok=True)
+            state.save()  # the ports are taken once the state file records them
+
+    def placement(self, state: ClusterState) -> Placement:
+        layout, spec = state.layout, state.cluster_spec
+        render = RenderInputs(layout=layout, hostname=state.hostname, slurm_user=state.user,
+                              controller_port=state.controller_port, node_ports=state.node_ports,
+                              nss_wrapper_lib=state.nss_wrapper_lib)
+        return Placement(
+            paths=NodePaths.of_layout(layout), render=render, daemon_user=state.user, munged_on=[CONTROLLER],
+            config_dir=layout.etc, job_root=layout.root, job_root_in_cluster=str(layout.root),
+            # Jobs run on this same host: the python running simcluster (its venv) is theirs.
+            python_bin=str(Path(sys.executable).parent), gpus_renumbered=False,
+            extra_files={"hosts": render_hosts_file(spec, ipv6_mapped=True)},
+            client_env={"SLURM_CONF": str(layout.slurm_conf), "SIMCLUSTER_CLUSTER": state.name},
+            dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
+            usage=f'use it: eval "$(simcluster env --name {state.name})"; sinfo',
+            install_hint="pip install -e '.[train]' (or make setup)")
+
+    def runner(self, state: ClusterState, key: str) -> HostRunner:
+        return self._runner
+
+    def delete(self, state: ClusterState) -> List[int]:
+        """SIGKILL every process of the cluster at once: its state is deleted next, so a
+        graceful slurmctld shutdown (saving state) is wasted time. Sweep again in case a
+        slurmd forked a stepd meanwhile."""
+        root, known = state.layout.root, list(state.pids.values())
+        survivors: List[int] = []
+        for _ in range(3):
+            pids = cluster_pids(root, known)
+            if not pids:
+                return []
+            survivors = terminate(pids, grace=0)
+            known = []
+        return survivors
+
+    def versions(self) -> Dict[str, str]:
+        return {}
