@@ -20,7 +20,7 @@ from typing import Dict, List, Union
 
 import pytest
 
-from provisioner.actions import preflight
+from provisioner.providers.local import preflight
 from provisioner.errors import SimclusterError
 from tests.conftest import run_cli
 from tests.unit.conftest import cluster_dirs
@@ -28,7 +28,7 @@ from tests.unit.conftest import cluster_dirs
 
 def _have_slurm() -> bool:
     try:
-        preflight.check_binaries()
+        preflight.require_binaries()
         preflight.find_nss_wrapper()
     except SimclusterError:
         return False
