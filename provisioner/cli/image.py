@@ -7,7 +7,7 @@ import time
 
 import click
 
-from provisioner.providers.image_old import build_image  # moved by the docker rebuild
+from provisioner.providers.docker.image import build_image
 
 
 @click.group("image")

@@ -1,10 +1,10 @@
-"""Docker backend (being rebuilt on the Docker SDK): placeholder that reports itself unavailable."""
+"""Docker backend, on the Docker SDK for Python: containers as a cluster's machines.
 
-from provisioner.providers.base import Provider
+engine.py talks to the engine (client, labels, typed errors), runner.py runs commands in a
+container (DockerExecRunner), image.py builds the node image, provider.py provisions,
+places and removes clusters (DockerProvider).
+"""
 
+from provisioner.providers.docker.provider import DockerProvider
 
-class DockerProvider(Provider):
-    name = "docker"
-
-    def available(self) -> bool:
-        return False
+__all__ = ["DockerProvider"]

@@ -1,5 +1,8 @@
 """`simcluster image build`: the node image for the docker backend, built with no registry.
 
+Everything goes through the Docker SDK (inspect, pull, build); only the import of a
+debootstrapped root filesystem pipes tar into `docker import`.
+
 The base is debian:bookworm-slim when a registry answers; otherwise (air-gapped sites, CI
 here) a `debootstrap --variant=minbase bookworm` root filesystem imported with
 `docker import`. Python packages come from a wheelhouse filled on the host, so the image
@@ -9,7 +12,6 @@ gets the host's CPU torch wheel instead of a multi-GB CUDA download.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 import re
 import shutil
@@ -19,9 +21,11 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from provisioner import __version__
-from provisioner.errors import SimclusterError as DockerError  # placeholder
+from docker.errors import DockerException, ImageNotFound
+
 from provisioner.errors import PrerequisiteError, SimclusterError
 from provisioner.paths import REPO_ROOT
+from provisioner.providers.docker.engine import DockerError, client, explain, require_engine
 
 IMAGE_REPO = "simcluster/node"
 OFFLINE_BASE = "simcluster/base:bookworm"
@@ -58,14 +62,17 @@ LABEL_FEATURES = "io.simcluster.features"  # what the image supports beyond the 
 
 
 def image_labels(tag: str) -> Optional[Dict[str, str]]:
-    """The labels of image ``tag`` (one `docker image inspect`); None if there is no such image."""
-    proc = docker(["image", "inspect", "-f", "{{json .Config.Labels}}", tag], check=False, timeout=20)
-    if proc.returncode != 0:
-        return None
+    """The labels of image ``tag`` (one image inspect); None if there is no such image."""
     try:
-        return json.loads(proc.stdout) or {}
-    except ValueError:
-        return {}
+        return client().api.inspect_image(tag)["Config"].get("Labels") or {}
+    except ImageNotFound:
+        return None
+    except DockerException as exc:
+        raise explain(exc, f"inspecting image {tag}") from None
+
+
+def image_exists(tag: str) -> bool:
+    return image_labels(tag) is not None
 
 
 def is_current(labels: Dict[str, str]) -> bool:
@@ -106,8 +113,12 @@ def ensure_base(progress: Progress, offline: Optional[bool] = None) -> str:
         if image_exists(REGISTRY_BASE):
             return REGISTRY_BASE
         progress(f" - pulling {REGISTRY_BASE} ...")
-        if docker(["pull", REGISTRY_BASE], check=False, timeout=120).returncode == 0:
+        try:
+            repo, _, tag = REGISTRY_BASE.partition(":")
+            client().api.pull(repo, tag=tag)
             return REGISTRY_BASE
+        except DockerException:
+            pass  # no registry: the offline base below
         progress("   no registry reachable: building the base image offline with debootstrap")
     bootstrap_base(progress)
     return OFFLINE_BASE
@@ -139,6 +150,8 @@ def bootstrap_base(progress: Progress, tag: str = OFFLINE_BASE) -> None:
             raise SimclusterError("debootstrap failed", details="\n".join(last))
         progress(f" - importing the root filesystem as {tag}")
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
+        # The one docker CLI call: it streams the tar from the pipe (the SDK's import
+        # would hold the whole root filesystem in memory).
         imp = subprocess.run(["docker", "import", "-c", 'CMD ["/bin/bash"]', "-", tag],
                              stdin=tar.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         tar.wait()
@@ -215,19 +228,23 @@ def build_image(progress: Progress, train: bool = False, offline: Optional[bool]
             shutil.copy2(REPO_ROOT / "docker" / name, ctx / name)
         fill_wheelhouse(ctx / "wheelhouse", train, progress, refresh=no_cache)
         progress(f" - docker build {tag} (from {base})")
-        args = ["build", "-t", tag, "--build-arg", f"BASE={base}", "--build-arg", f"TRAIN={int(train)}",
-                "--label", f"{LABEL_CONTEXT}={context_digest()}"]
-        if no_cache:
-            args.append("--no-cache")
         tail: List[str] = []
-
-        def on_line(line: str) -> None:
-            tail.append(line)
-            del tail[:-30]
-            if line.startswith("Step ") or line.startswith("#") and " DONE" in line:
-                progress(f"   {line[:150]}")
-
-        rc = docker_stream(args + [str(ctx)], on_line)
-        if rc != 0:
-            raise DockerError(f"docker build of {tag} failed", details="\n".join(tail))
+        error = ""
+        try:
+            # The SDK's streaming build: each decoded chunk is a log line ("stream"), an
+            # "error", or "aux" data; the steps' lines are the progress output.
+            for chunk in client().api.build(path=str(ctx), tag=tag, rm=True, nocache=no_cache, decode=True,
+                                            buildargs={"BASE": base, "TRAIN": str(int(train))},
+                                            labels={LABEL_CONTEXT: context_digest()}):
+                if "error" in chunk:
+                    error = str(chunk["error"]).strip()
+                for line in str(chunk.get("stream", "")).splitlines():
+                    tail.append(line)
+                    del tail[:-30]
+                    if line.startswith("Step "):
+                        progress(f"   {line[:150]}")
+        except DockerException as exc:
+            raise explain(exc, f"docker build of {tag}") from None
+        if error:
+            raise DockerError(f"docker build of {tag} failed: {error.splitlines()[-1]}", details="\n".join(tail))
     return tag

@@ -1,0 +1,117 @@
+"""The Docker engine, reached only through the Docker SDK for Python (docker.from_env()).
+
+One client per process; engine errors become one-line SimclusterErrors. Every container
+and network simcluster makes carries LABEL_CLUSTER=<cluster name>, so a cluster's machines
+are found by label (containers_of), never by parsing names.
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+from typing import Dict, List, Optional
+
+import docker
+from docker.errors import APIError, DockerException, NotFound
+
+from provisioner.errors import PrerequisiteError, SimclusterError
+
+LABEL_CLUSTER = "io.simcluster.cluster"
+LABEL_ROLE = "io.simcluster.role"  # controller | node
+LABEL_NODE = "io.simcluster.node"
+LABEL_GPUS = "io.simcluster.gpus"
+LABEL_FAKE = "io.simcluster.fake-gpus"
+LABEL_STATE = "io.simcluster.state-dir"
+LABEL_SPEC = "io.simcluster.spec"  # digest of the spec's identity
+LABEL_SPEC_JSON = "io.simcluster.spec-json"  # the whole spec, on the controller
+
+NO_ENGINE_HINT = "start it: sudo dockerd >/var/log/dockerd.log 2>&1 &  (or systemctl start docker; make setup-docker)"
+# Exec and build requests last as long as their command: the commands bound themselves
+# (runner.py wraps each in coreutils' timeout), so the HTTP timeout is only a backstop.
+REQUEST_TIMEOUT = 3600
+
+
+class DockerError(SimclusterError):
+    """The engine refused or failed a request."""
+
+
+def explain(exc: Exception, what: str) -> SimclusterError:
+    """An SDK exception as a one-line error saying what simcluster was doing."""
+    if isinstance(exc, APIError):
+        detail = exc.explanation or str(exc)
+        if isinstance(detail, bytes):
+            detail = detail.decode(errors="replace")
+        return DockerError(f"{what} failed: {str(detail).strip().splitlines()[-1] if detail else exc}")
+    if isinstance(exc, DockerException):
+        return PrerequisiteError(f"no docker engine is running ({what}: {str(exc).splitlines()[0][:200]})",
+                                 NO_ENGINE_HINT)
+    return DockerError(f"{what} failed: {exc}")
+
+
+@functools.lru_cache(maxsize=None)
+def client() -> docker.DockerClient:
+    """The process's SDK client (DOCKER_HOST and friends apply, as for the docker CLI)."""
+    try:
+        return docker.from_env(timeout=REQUEST_TIMEOUT)
+    except DockerException as exc:
+        raise PrerequisiteError("no docker engine is running (the Docker SDK could not connect)",
+                                NO_ENGINE_HINT) from exc
+
+
+@functools.lru_cache(maxsize=None)
+def engine_version() -> Optional[str]:
+    """The engine's version, or None when none answers (asked once per process, 5 s at most)."""
+    try:
+        probe = docker.from_env(timeout=5)
+        try:
+            return probe.version().get("Version", "?")
+        finally:
+            probe.close()
+    except (DockerException, OSError, ValueError):
+        return None
+
+
+def require_engine() -> None:
+    """Sanity check (as molecule's drivers do): does a docker engine answer?"""
+    if engine_version() is None:
+        raise PrerequisiteError("no docker engine is running (the Docker SDK got no answer)", NO_ENGINE_HINT)
+
+
+def has_nvidia_runtime() -> bool:
+    """Can a container get GPUs? Either the engine lists an nvidia runtime, or the NVIDIA
+    container toolkit's hook (what a GPU device request calls) is installed on this host."""
+    if shutil.which("nvidia-container-runtime-hook") or shutil.which("nvidia-container-toolkit"):
+        return True
+    try:
+        return "nvidia" in (client().info().get("Runtimes") or {})
+    except DockerException:
+        return False
+
+
+def label_filter(cluster: Optional[str] = None) -> Dict[str, str]:
+    return {"label": f"{LABEL_CLUSTER}={cluster}" if cluster else LABEL_CLUSTER}
+
+
+def containers_of(cluster: Optional[str] = None) -> List["docker.models.containers.Container"]:
+    """Containers labelled as simcluster's (of one cluster, or of all), in any state."""
+    try:
+        return client().containers.list(all=True, filters=label_filter(cluster))
+    except DockerException as exc:
+        raise explain(exc, "listing containers") from None
+
+
+def networks_of(cluster: Optional[str] = None) -> List["docker.models.networks.Network"]:
+    try:
+        return client().networks.list(filters=label_filter(cluster))
+    except DockerException as exc:
+        raise explain(exc, "listing networks") from None
+
+
+def is_running(container_name: str) -> bool:
+    """Does container ``container_name`` exist and run?"""
+    try:
+        return client().api.inspect_container(container_name)["State"]["Running"]
+    except NotFound:
+        return False
+    except DockerException as exc:
+        raise explain(exc, f"inspecting container {container_name}") from None

@@ -1,0 +1,256 @@
+"""Docker provider: a controller container and one container per node on a private network.
+
+Provisioning only makes idle containers (their entrypoint sleeps): the shared steps then
+start munged, slurmctld and slurmd (and the accounting database) in them through
+DockerExecRunner, as on every backend. Container hostnames are the node names (and
+"slurmctld" for the controller), so MASTER_ADDR from `scontrol show hostnames` resolves
+through Docker's DNS. Configs are mounted read-only at /etc/simcluster; a shared
+directory at /shared in every container holds job files.
+
+Containers and the network are labelled (io.simcluster.cluster=<name>, role, node,
+state-dir), so clusters made by an older simcluster (no state file) are still found and
+removed (orphans).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from docker.errors import DockerException, NotFound
+from docker.types import DeviceRequest
+
+from provisioner.cluster.placement import CONTROLLER, NodePaths, Placement
+from provisioner.cluster.state import ClusterState
+from provisioner.config.types import ClusterSpec
+from provisioner.errors import UsageError
+from provisioner.paths import ClusterLayout
+from provisioner.providers.base import Progress, Provider
+from provisioner.providers.docker import engine, image
+from provisioner.providers.docker.engine import (LABEL_CLUSTER, LABEL_FAKE, LABEL_GPUS, LABEL_NODE, LABEL_ROLE,
+                                                 LABEL_SPEC, LABEL_SPEC_JSON, LABEL_STATE, client, explain)
+from provisioner.providers.docker.runner import DockerExecRunner
+from provisioner.render import AccountingInputs, RenderInputs
+
+CONTROLLER_HOST = "slurmctld"
+CONFIG_MOUNT = "/etc/simcluster"
+SHARED_MOUNT = "/shared"
+# Slurm's and MySQL's default ports: each container has its own network namespace.
+CONTROLLER_PORT, SLURMD_PORT, DBD_PORT, STORAGE_PORT = 6817, 6818, 6819, 3306
+CONTAINER_PATHS = NodePaths(etc=CONFIG_MOUNT, log="/var/log/slurm", run="/run/slurm", spool="/var/spool/slurmd",
+                            state_save="/var/spool/slurmctld", munge_key=f"{CONFIG_MOUNT}/munge.key",
+                            munge_socket="/run/munge/munge.socket.2",  # munge's default: client commands find it
+                            munge_dir="/run/munge", dev="/dev", db_dir="/var/lib/simcluster-db")
+
+
+def container_name(cluster: str, node: Optional[str] = None) -> str:
+    return f"simcluster-{cluster}-{node or 'ctl'}"
+
+
+def network_name(cluster: str) -> str:
+    return f"simcluster-{cluster}"
+
+
+def spec_digest(spec: ClusterSpec) -> str:
+    return hashlib.sha256(json.dumps(spec.identity(), sort_keys=True).encode()).hexdigest()[:16]
+
+
+def container_config(spec: ClusterSpec, layout: ClusterLayout, image_tag: str, node: Optional[str]) -> Dict:
+    """The SDK's containers.run() arguments for the controller (``node`` None) or a node."""
+    labels = {LABEL_CLUSTER: spec.name, LABEL_ROLE: "node" if node else "controller", LABEL_SPEC: spec_digest(spec),
+              LABEL_STATE: str(layout.root), LABEL_FAKE: str(spec.fake_gpus).lower()}
+    config: Dict = dict(
+        image=image_tag, name=container_name(spec.name, node), hostname=node or CONTROLLER_HOST,
+        network=network_name(spec.name), detach=True, init=True,  # docker-init reaps exec'd daemons
+        environment={"SLURM_CONF": f"{CONFIG_MOUNT}/slurm.conf"},
+        volumes={str(layout.etc): {"bind": CONFIG_MOUNT, "mode": "ro"},
+                 str(layout.root / "shared"): {"bind": SHARED_MOUNT, "mode": "rw"}},
+        privileged=spec.privileged)
+    if node:
+        gpus = spec.node(node).gpus
+        labels[LABEL_NODE] = node
+        labels[LABEL_GPUS] = ",".join(map(str, gpus))
+        if gpus and not spec.fake_gpus:  # only this node's GPUs: inside they are 0..n-1
+            config["device_requests"] = [DeviceRequest(device_ids=[",".join(map(str, gpus))],
+                                                       capabilities=[["gpu"]])]
+    else:
+        labels[LABEL_SPEC_JSON] = json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"))
+    config["labels"] = labels
+    return config
+
+
+def choose_image(spec: ClusterSpec, progress: Progress) -> str:
+    """The image to run: --image as it is, else the default one, built when missing and
+    rebuilt when an older simcluster built it from other docker/ files."""
+    tag = spec.image or image.default_image()
+    labels = image.image_labels(tag)
+    ours = tag in (image.image_tag(False), image.image_tag(True))
+    if labels is None and spec.image and not ours:
+        raise UsageError(f"image {tag} not found", "build it, or leave out --image to use simcluster's own")
+    stale = labels is not None and not spec.image and not image.is_current(labels)
+    if labels is None or stale:
+        progress(f" - image {tag} was built from older docker/ files: rebuilding it" if stale else
+                 f" - image {tag} not found: building it (once; later builds are cached)")
+        tag = image.build_image(progress, train=tag.endswith("-train"))
+        labels = image.image_labels(tag) or {}
+    if spec.accounting and "accounting" not in image.image_features(labels):
+        raise UsageError(f"image {tag} was built before accounting support (it has no slurmdbd)",
+                         f"rebuild it: simcluster image build{' --train' if tag.endswith('-train') else ''}")
+    return tag
+
+
+class DockerProvider(Provider):
+    name = "docker"
+    poll_s = 0.5  # each poll is an exec round trip
+
+    def available(self) -> bool:
+        return engine.engine_version() is not None
+
+    def sanity_checks(self, spec: ClusterSpec) -> None:
+        engine.require_engine()
+        if any(n.name == CONTROLLER_HOST for n in spec.nodes):
+            raise UsageError(f"node name '{CONTROLLER_HOST}' is reserved for the controller container")
+        if spec.all_gpus and not spec.fake_gpus and not engine.has_nvidia_runtime():
+            raise UsageError("real GPUs on the docker backend need the NVIDIA container runtime",
+                             "install nvidia-container-toolkit, or add --fake-gpus")
+
+    # -- provisioning ---------------------------------------------------------------------------
+    def provision(self, spec: ClusterSpec, state: ClusterState, progress: Progress) -> None:
+        tag = choose_image(spec, progress)
+        t0 = time.monotonic()
+        layout = state.layout
+        layout.etc.mkdir(exist_ok=True)
+        shared = layout.root / "shared"
+        shared.mkdir(exist_ok=True)
+        os.chmod(shared, 0o777)  # jobs run as root in containers, the host user reads and writes too
+        keys = [CONTROLLER, *(n.name for n in spec.nodes)]
+        state.controller_port = CONTROLLER_PORT
+        state.node_ports = {n.name: SLURMD_PORT for n in spec.nodes}
+        if spec.accounting:
+            state.mariadb_port, state.slurmdbd_port = STORAGE_PORT, DBD_PORT
+        state.provider_data = {"image": tag, "network": network_name(spec.name),
+                               "containers": {k: container_name(spec.name, None if k == CONTROLLER else k)
+                                              for k in keys}}
+        state.save()  # before anything exists: a failed or interrupted up is found by `down`
+        docker = client()
+        try:
+            docker.networks.create(network_name(spec.name), labels={LABEL_CLUSTER: spec.name})
+        except DockerException as exc:
+            raise explain(exc, f"creating network {network_name(spec.name)}") from None
+
+        def create(key: str) -> str:
+            config = container_config(spec, layout, tag, None if key == CONTROLLER else key)
+            try:
+                return docker.containers.run(**config).id
+            except DockerException as exc:
+                raise explain(exc, f"starting container {config['name']}") from None
+
+        # All at once: the daemons start later (the steps), so no container waits for another.
+        with ThreadPoolExecutor(max_workers=min(16, len(keys))) as pool:
+            ids = list(pool.map(create, keys))
+        state.provider_data["containers"] = dict(zip(keys, ids))
+        progress(f" - network and {len(keys)} containers from {tag} ... done ({time.monotonic() - t0:.2f}s)")
+
+    def placement(self, state: ClusterState) -> Placement:
+        spec, layout = state.cluster_spec, state.layout
+        paths = CONTAINER_PATHS
+        render = RenderInputs(
+            layout=ClusterLayout(Path("/nonexistent")), hostname=CONTROLLER_HOST, slurm_user="root",
+            controller_port=state.controller_port, node_ports=state.node_ports, nodes_are_hosts=True,
+            controller_addr=None,
+            accounting=AccountingInputs(dbd_host=CONTROLLER_HOST, dbd_addr=CONTROLLER_HOST),
+            # munge_socket "": containers use munge's default socket; no TaskProlog (each
+            # container sees only its own GPUs); names resolve through Docker's DNS.
+            extra_context={"munge_socket": "", "task_prolog": "", "gpu_device_dir": paths.dev, "hosts_file": "",
+                           "state_dir": SHARED_MOUNT,
+                           "paths": {"state_save": paths.state_save, "spool": paths.spool, "run": paths.run,
+                                     "log": paths.log}})
+        ctl = state.provider_data.get("containers", {}).get(CONTROLLER) and container_name(state.name)
+        return Placement(
+            paths=paths, render=render, daemon_user="root", munged_on=[CONTROLLER, *(n.name for n in spec.nodes)],
+            config_dir=layout.etc, job_root=layout.root / "shared", job_root_in_cluster=SHARED_MOUNT,
+            python_bin=f"{image.IMAGE_VENV}/bin", gpus_renumbered=True,
+            client_env={"SIMCLUSTER_CLUSTER": state.name, "SIMCLUSTER_BACKEND": "docker"},
+            skip_files=("task_prolog.sh",), dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
+            controller_where=f"container {ctl or container_name(state.name)}",
+            usage=(f"use it: simcluster exec --name {state.name} -- sinfo   (job files: {layout.root / 'shared'} "
+                   f"= {SHARED_MOUNT} in every node)"),
+            install_hint="simcluster image build --train, then up --image simcluster/node:<version>-train")
+
+    def runner(self, state: ClusterState, key: str) -> DockerExecRunner:
+        return DockerExecRunner(container_name(state.name, None if key == CONTROLLER else key))
+
+    def machines_running(self, state: ClusterState) -> Dict[str, bool]:
+        found = {c.name: c.status == "running" for c in engine.containers_of(state.name)}
+        keys = [CONTROLLER, *(n.name for n in state.cluster_spec.nodes)]
+        return {k: found.get(container_name(state.name, None if k == CONTROLLER else k), False) for k in keys}
+
+    # -- removal --------------------------------------------------------------------------------
+    def delete(self, state: ClusterState) -> List[int]:
+        self._remove(state.name)
+        return []  # every process died with its container
+
+    def _remove(self, name: str) -> None:
+        """Remove every container and network labelled with cluster ``name`` (in parallel)."""
+        def remove(container) -> None:
+            try:
+                container.remove(force=True, v=True)
+            except NotFound:
+                pass
+            except DockerException as exc:
+                raise explain(exc, f"removing container {container.name}") from None
+        found = engine.containers_of(name)
+        if found:
+            with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:
+                list(pool.map(remove, found))
+        for net in engine.networks_of(name):
+            try:
+                net.remove()
+            except NotFound:
+                pass
+            except DockerException as exc:
+                raise explain(exc, f"removing network {net.name}") from None
+
+    def orphans(self) -> List[str]:
+        """Clusters whose containers exist without a state file (made by an older simcluster)."""
+        if not self.available():
+            return []
+        names = set()
+        for c in engine.containers_of():
+            name = c.labels.get(LABEL_CLUSTER)
+            if name and not ClusterLayout.for_name(name).state_file.exists():
+                names.add(name)
+        return sorted(names)
+
+    def delete_orphan(self, name: str) -> None:
+        roots = {c.labels.get(LABEL_STATE) for c in engine.containers_of(name)}
+        self._remove(name)
+        for root in filter(None, roots):  # the old layout's configs and shared directory
+            import shutil
+            shutil.rmtree(root, ignore_errors=True)
+
+    # -- bug reports ----------------------------------------------------------------------------
+    def extra_logs(self, state: ClusterState, out_dir: Path) -> List[Path]:
+        """docker-inspect.json and each container's own output (the daemon logs are in the shared bundle)."""
+        written: List[Path] = []
+        found = engine.containers_of(state.name)
+        inspect = out_dir / "docker-inspect.json"
+        inspect.write_text(json.dumps([c.attrs for c in found], indent=2, sort_keys=True) + "\n")
+        written.append(inspect)
+        for c in found:
+            path = out_dir / "containers" / f"{c.name}.log"
+            path.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                path.write_bytes(c.logs(stdout=True, stderr=True))
+            except DockerException as exc:
+                path.write_text(f"(could not read the container's log: {exc})\n")
+            written.append(path)
+        return written
+
+    def versions(self) -> Dict[str, str]:
+        return {"docker": engine.engine_version() or "(no engine answers)"}

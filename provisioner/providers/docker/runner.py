@@ -1,0 +1,148 @@
+"""DockerExecRunner: one container as a Runner, through the engine's exec API (no docker CLI).
+
+Every command is one exec. Its time limit is enforced inside the container by coreutils'
+timeout (exit 124, as the Runner interface promises), so a hung command never holds an
+engine request open. Standard input, when given, is written to the exec's attached
+socket, so a password fed on stdin never lands in a file or on a command line.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+import signal
+import socket
+import tarfile
+import io
+import threading
+import time
+from typing import Dict, List, Optional, Tuple
+
+from docker.errors import DockerException
+from docker.utils.socket import consume_socket_output, frames_iter
+
+from provisioner.cluster.runner import DEFAULT_TIMEOUT, NOT_FOUND, TIMED_OUT, Result, Runner
+from provisioner.providers.docker.engine import client
+
+
+class DockerExecRunner(Runner):
+    """Container ``container`` (a name or id) of a cluster."""
+
+    def __init__(self, container: str):
+        self.container = container
+        self.where = f"container {container}"
+
+    # -- the one primitive --------------------------------------------------------------------
+    def _exec(self, argv: List[str], env=None, stdin: Optional[bytes] = None, timeout: Optional[float] = None,
+              cwd: Optional[str] = None) -> Tuple[int, bytes, bytes]:
+        """(exit code, stdout, stderr) of ``argv`` in the container; NOT_FOUND when the
+        container is gone or stopped (the engine refuses the exec)."""
+        if timeout is not None:
+            # -k: a command that ignores SIGTERM is killed 2 s later.
+            argv = ["timeout", "-k", "2", str(max(1, math.ceil(timeout))), *argv]
+        api = client().api
+        try:
+            exec_id = api.exec_create(self.container, argv, stdout=True, stderr=True, stdin=stdin is not None,
+                                      environment=dict(env) if env else None, workdir=cwd)["Id"]
+            if stdin is None:
+                out, err = api.exec_start(exec_id, demux=True)
+            else:
+                out, err = self._exec_with_stdin(exec_id, stdin)
+            rc = api.exec_inspect(exec_id)["ExitCode"]
+        except DockerException as exc:
+            return NOT_FOUND, b"", f"{self.where}: {exc}".encode()
+        return (NOT_FOUND if rc is None else rc), out or b"", err or b""
+
+    @staticmethod
+    def _exec_with_stdin(exec_id: str, data: bytes) -> Tuple[bytes, bytes]:
+        sock = client().api.exec_start(exec_id, socket=True)
+        raw = getattr(sock, "_sock", sock)
+
+        def feed() -> None:
+            # From a thread: a command that writes much before it reads all of its input
+            # must not block on a full pipe while we are still writing.
+            try:
+                raw.sendall(data)
+                raw.shutdown(socket.SHUT_WR)  # end of input: the command sees EOF
+            except OSError:
+                pass
+        writer = threading.Thread(target=feed, daemon=True)
+        writer.start()
+        try:
+            out, err = consume_socket_output(frames_iter(sock, tty=False), demux=True)
+        finally:
+            writer.join(timeout=5)
+            sock.close()
+        return out, err
+
+    # -- Runner -------------------------------------------------------------------------------
+    def run(self, argv, env=None, stdin=None, timeout=DEFAULT_TIMEOUT, cwd=None) -> Result:
+        argv = [str(a) for a in argv]
+        rc, out, err = self._exec(argv, env, None if stdin is None else stdin.encode(), timeout, cwd)
+        text_err = err.decode(errors="replace")
+        if rc == TIMED_OUT:
+            text_err += f"{argv[0]} did not finish within {timeout:.0f}s ({self.where})"
+        return Result(argv, rc, out.decode(errors="replace"), text_err)
+
+    def start_daemon(self, argv, log_path, env=None) -> int:
+        # setsid: the daemon gets a session of its own (no signal of the exec reaches it);
+        # its parent sh exits at once, so docker-init (PID 1, --init) reaps it when it ends.
+        script = f'setsid "$@" >>{shlex.quote(log_path)} 2>&1 </dev/null & echo $!'
+        rc, out, err = self._exec(["sh", "-c", script, "sh", *[str(a) for a in argv]], env, timeout=None)
+        try:
+            return int(out.split()[-1]) if rc == 0 else 0
+        except (ValueError, IndexError):
+            return 0
+
+    def pids_alive(self, pids) -> Dict[int, bool]:
+        pids = [int(p) for p in pids if p]
+        alive = {pid: False for pid in pids}
+        if not pids:
+            return alive
+        # One exec for all of them; a pid without a stat file is gone.
+        rc, out, _ = self._exec(["cat", *[f"/proc/{p}/stat" for p in pids]], timeout=10)
+        for line in out.decode(errors="replace").splitlines():
+            head, _, rest = line.rpartition(")")
+            fields = head.split(" (", 1)
+            if fields[0].strip().isdigit() and rest:
+                pid = int(fields[0])
+                if pid in alive:
+                    alive[pid] = rest.split()[0] not in ("Z", "X")  # a zombie is dead
+        return alive
+
+    def kill(self, pids, sig=signal.SIGKILL) -> None:
+        pids = [str(int(p)) for p in pids if p]
+        if pids:
+            self._exec(["sh", "-c", f'kill -{int(sig)} "$@" 2>/dev/null; true', "sh", *pids], timeout=10)
+
+    def read_file(self, path) -> Optional[bytes]:
+        rc, out, _ = self._exec(["cat", str(path)], timeout=30)
+        return out if rc == 0 else None
+
+    def write_file(self, path, data, mode=0o644) -> None:
+        """One put_archive: a tar holding the file with its mode (no exec, no shell quoting)."""
+        directory, _, name = str(path).rpartition("/")
+        buf = io.BytesIO()
+        with tarfile.open(fileobj=buf, mode="w") as tar:
+            info = tarfile.TarInfo(name)
+            info.size, info.mode, info.mtime = len(data), mode, int(time.time())
+            tar.addfile(info, io.BytesIO(data))
+        try:
+            client().api.put_archive(self.container, directory or "/", buf.getvalue())
+        except DockerException as exc:
+            raise OSError(f"writing {path} in {self.where}: {exc}") from None
+
+    def listening(self, port: int) -> bool:
+        # Both tables in one exec (the base class reads them one by one).
+        rc, out, _ = self._exec(["cat", "/proc/net/tcp", "/proc/net/tcp6"], timeout=10)
+        want = f":{port:04X} "
+        for line in out.decode(errors="replace").splitlines():
+            fields = line.split()
+            if len(fields) > 3 and (fields[1] + " ").endswith(want) and fields[3] == "0A":
+                return True
+        return False
+
+    def exec_prefix(self, cwd, interactive) -> List[str]:
+        # For the user's terminal (`simcluster exec`): the docker CLI attaches a TTY properly.
+        return ["docker", "exec", "-i", *(["-t"] if interactive else []), *(["-w", cwd] if cwd else []),
+                self.container]
