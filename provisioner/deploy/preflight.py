@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import List, Optional
 
 from provisioner.deploy.inventory import Host
-from provisioner.ssh import HostUnreachable
+from provisioner.providers.ssh.session import HostUnreachable
 
 
 def _probe(host: Host, timeout: float) -> Optional[str]:

@@ -1,6 +1,8 @@
-"""Run commands on, and copy files to, a remote host over SSH (paramiko).
+"""One SSH connection to a remote host (paramiko): connect, run a command, copy a file.
 
-Used by `status --ssh` and `verify --ssh` against clusters made by `simcluster deploy`.
+The only module of simcluster that talks to paramiko; everything else reaches a host
+through SSHRunner (runner.py). Used by `status --ssh` and `verify --ssh` against
+clusters made by `simcluster deploy`.
 Authentication: a key file (--ssh-key) or, without one, the SSH agent and the default keys
 in ~/.ssh. Host keys are checked against known_hosts by default (~/.ssh/known_hosts, or
 --known-hosts FILE); --insecure-accept-host-key accepts unknown keys (test rigs only) but
@@ -11,14 +13,15 @@ from __future__ import annotations
 
 import getpass
 import os
-import posixpath
 import re
 import shlex
 import socket
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
+from provisioner.cluster.runner import TIMED_OUT, Result
 from provisioner.errors import PrerequisiteError, SimclusterError, UsageError
 
 DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa")
@@ -65,15 +68,6 @@ def parse_target(text: str) -> Target:
     return Target(user, host, port)
 
 
-@dataclass
-class Result:
-    """What a remote command gave back."""
-
-    rc: int
-    stdout: str
-    stderr: str
-
-
 def _paramiko():
     try:
         import paramiko
@@ -102,6 +96,9 @@ class SSHSession:
         self.timeout = timeout
         self._client = None
         self._sftp = None
+        # One SFTP channel serves every thread (verify runs checks side by side); its
+        # requests are not meant to interleave, so they take turns.
+        self._sftp_lock = threading.Lock()
 
     # -- connecting -------------------------------------------------------------------------
     def _tried(self) -> str:
@@ -179,7 +176,8 @@ class SSHSession:
         return self.run_shell(" ".join(shlex.quote(a) for a in argv), timeout=timeout, stdin=stdin)
 
     def run_shell(self, command: str, timeout: float = 60.0, stdin: Optional[str] = None) -> Result:
-        """Run a shell command line on the host."""
+        """Run a shell command line on the host. Never raises for the command's sake: past
+        ``timeout`` it is rc 124, a connection lost on the way rc 255 (as ssh(1) says it)."""
         assert self._client is not None, "connect() first"
         try:
             chan_in, out, err = self._client.exec_command(command, timeout=timeout)
@@ -190,8 +188,11 @@ class SSHSession:
             stderr = err.read().decode(errors="replace")
             rc = out.channel.recv_exit_status()
         except (socket.timeout, TimeoutError):
-            raise RemoteError(f"'{command[:60]}' on {self.target.host} did not finish within {timeout:.0f}s") from None
-        return Result(rc, stdout, stderr)
+            return Result([command], TIMED_OUT, "",
+                          f"'{command[:60]}' on {self.target.host} did not finish within {timeout:.0f}s")
+        except (_paramiko().SSHException, EOFError, OSError) as exc:
+            return Result([command], 255, "", f"SSH to {self.target.host} failed: {exc}")
+        return Result([command], rc, stdout, stderr)
 
     def _sftp_client(self):
         if self._sftp is None:
@@ -199,14 +200,19 @@ class SSHSession:
             self._sftp = self._client.open_sftp()
         return self._sftp
 
-    def write_file(self, path: str, text: str, mode: int = 0o644) -> None:
-        """Write text to path on the host, creating its directory."""
-        self.run(["mkdir", "-p", posixpath.dirname(path)])
-        sftp = self._sftp_client()
-        with sftp.open(path, "w") as fh:
-            fh.write(text)
-        sftp.chmod(path, mode)
+    def write_bytes(self, path: str, data: bytes, mode: int = 0o644) -> None:
+        """Create or replace ``path`` on the host (its directory must exist) with ``mode``."""
+        with self._sftp_lock:
+            sftp = self._sftp_client()
+            with sftp.open(path, "wb") as fh:
+                fh.chmod(mode)
+                fh.write(data)
 
-    def read_file(self, path: str) -> str:
-        with self._sftp_client().open(path, "r") as fh:
-            return fh.read().decode(errors="replace")
+    def read_bytes(self, path: str) -> Optional[bytes]:
+        """``path``'s bytes on the host, None when it does not exist or cannot be read."""
+        with self._sftp_lock:
+            try:
+                with self._sftp_client().open(path, "rb") as fh:
+                    return fh.read()
+            except OSError:  # paramiko raises IOError/FileNotFoundError/PermissionError
+                return None

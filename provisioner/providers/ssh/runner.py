@@ -1,0 +1,86 @@
+"""SSHRunner: a remote host (the controller of a deployed cluster) as a Runner.
+
+Commands go through one SSHSession; files through its SFTP channel. The remote command
+is wrapped in coreutils' `timeout`, so a command that runs too long is stopped *there*
+(closing an SSH channel does not kill what it started) and comes back as rc 124 like
+every other runner's.
+"""
+
+from __future__ import annotations
+
+import shlex
+import signal
+from typing import Dict, List, Optional
+
+from provisioner.cluster.runner import DEFAULT_TIMEOUT, Result, Runner
+from provisioner.errors import UsageError
+from provisioner.providers.ssh.session import SSHSession
+
+# Seconds the SSH channel waits past the remote `timeout`: that one should fire first.
+_CHANNEL_GRACE = 10.0
+
+
+def remote_command(argv, env=None, cwd=None, timeout: Optional[float] = None) -> str:
+    """The shell line that runs ``argv`` on the host: `cd DIR && timeout T env K=V argv...`."""
+    words: List[str] = []
+    if timeout:
+        words += ["timeout", "-k", "5", f"{max(1, int(timeout + 0.999))}"]
+    if env:
+        words += ["env", *(f"{k}={v}" for k, v in env.items())]
+    words += [str(a) for a in argv]
+    line = " ".join(shlex.quote(w) for w in words)
+    return f"cd {shlex.quote(cwd)} && {line}" if cwd else line
+
+
+class SSHRunner(Runner):
+    """Runs commands on ``session``'s host (as its login user, with its login environment)."""
+
+    def __init__(self, session: SSHSession):
+        self.session = session
+        self.where = str(session.target.host)
+
+    def run(self, argv, env=None, stdin=None, timeout=DEFAULT_TIMEOUT, cwd=None) -> Result:
+        argv = [str(a) for a in argv]
+        res = self.session.run_shell(remote_command(argv, env, cwd, timeout), timeout=timeout + _CHANNEL_GRACE,
+                                     stdin=stdin)
+        res.argv = argv
+        if res.rc == 124 and not res.stderr:
+            res.stderr = f"{argv[0]} did not finish within {timeout:.0f}s on {self.where}"
+        return res
+
+    def start_daemon(self, argv, log_path, env=None) -> int:
+        # Deployed clusters' daemons are systemd services (or simcluster-daemon's) made by
+        # the Ansible roles; simcluster never starts one over SSH.
+        raise UsageError(f"starting daemons over SSH is not supported ({self.where}): 'simcluster deploy' does that")
+
+    def pids_alive(self, pids) -> Dict[int, bool]:
+        pids = [int(p) for p in pids]
+        if not pids:
+            return {}
+        # A zombie is dead: state Z/X in /proc/PID/stat, field 3 after the "(comm)".
+        script = ('for p in "$@"; do s=$(sed "s/.*) //" /proc/$p/stat 2>/dev/null | cut -c1); '
+                  'case "$s" in ""|Z|X) echo "$p 0";; *) echo "$p 1";; esac; done')
+        res = self.run(["sh", "-c", script, "sh", *map(str, pids)], timeout=15)
+        seen = dict(line.split() for line in res.stdout.splitlines() if len(line.split()) == 2)
+        return {p: seen.get(str(p)) == "1" for p in pids}
+
+    def kill(self, pids, sig=signal.SIGKILL) -> None:
+        pids = [str(int(p)) for p in pids]
+        if pids:
+            self.run(["kill", f"-{int(sig)}", *pids], timeout=15)
+
+    def read_file(self, path) -> Optional[bytes]:
+        return self.session.read_bytes(str(path))
+
+    def write_file(self, path, data, mode=0o644) -> None:
+        self.session.write_bytes(str(path), data, mode)
+
+    def exec_prefix(self, cwd, interactive) -> List[str]:
+        t = self.session.target
+        argv = ["ssh", *(["-t"] if interactive else []), "-p", str(t.port)]
+        if self.session.key_file:
+            argv += ["-i", self.session.key_file]
+        if self.session.known_hosts:
+            argv += ["-o", f"UserKnownHostsFile={self.session.known_hosts}"]
+        argv.append(f"{t.user}@{t.host}")
+        return argv + (["cd", shlex.quote(cwd), "&&"] if cwd else [])
