@@ -60,3 +60,23 @@ def load_spec_from_options(name: Optional[str], options: Dict):
     if fake is not None:
         overrides["fakeGpus"] = fake
     return load_spec(options.get("config_path"), overrides)
+
+
+# `status --ssh` and `verify --ssh`: a cluster made by `simcluster deploy`, reached on its controller.
+_SSH_FLAGS = (
+    (("--ssh",), "ssh", dict(default=None, metavar="USER@HOST[:PORT]",
+                             help="Look at a cluster made by 'simcluster deploy': run on its controller over SSH.")),
+    (("--ssh-key",), "ssh_key", dict(default=None, metavar="FILE",
+                                     help="Private key for --ssh  [default: ssh-agent, then ~/.ssh/id_*]")),
+    (("--known-hosts",), "known_hosts", dict(default=None, metavar="FILE",
+                                             help="known_hosts file for --ssh  [default: ~/.ssh/known_hosts]")),
+    (("--insecure-accept-host-key",), "insecure_host_key",
+     dict(is_flag=True, help="--ssh: accept an unknown host key (throwaway test hosts only).")),
+)
+
+
+def ssh_options(func):
+    """Add --ssh, --ssh-key, --known-hosts and --insecure-accept-host-key to a command."""
+    for flags, key, kwargs in reversed(_SSH_FLAGS):
+        func = click.option(*flags, key, **kwargs)(func)
+    return func

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from provisioner.cli.common import echo_json, name_option
-from provisioner.deploy.options import ssh_options
+from provisioner.cli.options import ssh_options
 
 
 def _fmt_mem(mb) -> str:
@@ -26,10 +26,10 @@ def command(ctx, name, as_json, ssh, ssh_key, known_hosts, insecure_host_key):
     Exits 0 when every daemon runs and every node is ready, 1 otherwise.
     """
     if ssh:
-        from provisioner.deploy.options import open_session
-        from provisioner.deploy.remote_status import remote_status
-        with open_session(ssh, ssh_key, known_hosts, insecure_host_key) as session:
-            st = remote_status(session)
+        from provisioner.providers.ssh import connect
+        from provisioner.providers.ssh.status import status_over_ssh
+        with connect(ssh, ssh_key, known_hosts, insecure_host_key) as session:
+            st = status_over_ssh(session).to_dict()
     else:
         from provisioner.cluster.lifecycle import load
         from provisioner.cluster.status import cluster_status

@@ -7,7 +7,7 @@ import sys
 import click
 
 from provisioner.cli.common import name_option
-from provisioner.deploy.options import ssh_options
+from provisioner.cli.options import ssh_options
 
 
 def verify_options(f):
@@ -21,8 +21,9 @@ def verify_options(f):
     return f
 
 
-def run_and_report(name: str, suite: str, as_json: bool, junit, timeout) -> "object":
-    """Run verify on cluster ``name``; print lines, table, JSON; write JUnit. Returns the VerifyRun."""
+def run_and_report(name: str, suite: str, as_json: bool, junit, timeout, target=None) -> "object":
+    """Run verify on cluster ``name`` (or on ``target``: a deployed cluster over SSH); print
+    lines, table, JSON; write JUnit. Returns the VerifyRun."""
     from provisioner.errors import UsageError
     from provisioner.verify import parse_suites, run_verify
     from provisioner.verify.report import LiveReporter, format_notes, suite_seconds, summary_table, to_json, write_junit
@@ -32,15 +33,19 @@ def run_and_report(name: str, suite: str, as_json: bool, junit, timeout) -> "obj
         raise UsageError("--timeout must be a positive number of seconds")
     stream = sys.stderr if as_json else sys.stdout
     live = LiveReporter(stream)
-    run = run_verify(name, suites, live, timeout=timeout, header=live.header)
+    if target is not None:
+        name = target.name
+    run = run_verify(name, suites, live, timeout=timeout, header=live.header, target=target)
     print("", file=stream)
     print(summary_table(run.results, run.seconds, suite_seconds(run.results)), file=stream)
     notes = format_notes(run.results)
     if notes:
         print(notes, file=stream)
     if run.failed:
-        print(f"FAILED: job scripts and full outputs are in {run.run_dir}; daemon logs: "
-              f"'simcluster export-logs DIR --name {name}'", file=stream)
+        logs = target.log_hint("slurmctld") if target is not None else \
+            f"daemon logs: 'simcluster export-logs DIR --name {name}'"
+        where = f" on the cluster's hosts" if target is not None else ""
+        print(f"FAILED: job scripts and full outputs are in {run.run_dir}{where}; {logs}", file=stream)
     if junit:
         write_junit(junit, name, run.results, run.seconds)
     if as_json:
@@ -78,11 +83,19 @@ def command(name, suite, as_json, junit, timeout, ssh, ssh_key, known_hosts, ins
       simcluster verify --suite basic
       simcluster verify --suite all --json --junit verify.xml
       simcluster verify --ssh root@head --suite basic,ddp   # a cluster made by 'simcluster deploy'
+
+    \b
+    With --ssh, the same checks run on a cluster made by 'simcluster deploy':
+    Slurm commands on its controller over SSH, job files copied to every host
+    (no shared filesystem needed), training in the venv 'deploy --training' makes.
     """
-    if ssh:  # a deployed cluster: suites basic and ddp, run on its controller over SSH
-        from provisioner.deploy.verify_ssh import verify_over_ssh
-        click.get_current_context().exit(verify_over_ssh(
-            ssh, ssh_key, known_hosts, insecure_host_key, suite, as_json,
-            lambda m: print(m, file=sys.stderr, flush=True)))
+    if ssh:  # a deployed cluster: the same checks, Slurm commands run on its controller over SSH
+        from provisioner.providers.ssh import connect
+        from provisioner.providers.ssh.target import ssh_verify_target
+        from provisioner.verify import parse_suites
+        parse_suites(suite)  # a bad --suite is exit 2 before anything connects
+        with connect(ssh, ssh_key, known_hosts, insecure_host_key) as session:
+            run = run_and_report(name, suite, as_json, junit, timeout, target=ssh_verify_target(session))
+        click.get_current_context().exit(1 if run.failed else 0)
     run = run_and_report(name, suite, as_json, junit, timeout)
     click.get_current_context().exit(1 if run.failed else 0)

@@ -2,5 +2,6 @@
 
 inventory.py reads and checks the inventory, extravars.py turns a cluster spec into the
 playbook's variables, runner.py drives ansible/site.yml through ansible-runner, apply.py
-ties them together; remote_status.py and verify_ssh.py look at a deployed cluster over SSH.
+ties them together. A deployed cluster is looked at over SSH by provisioner/providers/ssh
+(`status --ssh`, `verify --ssh`).
 """
