@@ -4,10 +4,12 @@
 For each size it times the whole `simcluster up` and `simcluster down` commands (wall
 clock, as a user sees them; plus the max RSS of the CLI process itself), and while the
 cluster is up it measures RSS and PSS of every daemon and the CPU time each slurmd took
-to start. It also times a raw baseline: a bash loop that starts the very same daemon
-command lines with the very same configs and polls sinfo, without simcluster; once in a
-plain environment (as the daemons come) and once with what simcluster adds to each
-slurmd's environment. `up` minus the second is simcluster's own overhead.
+to start. It also times a raw baseline: a bash script generated from `up`'s own step
+list (provisioner/cluster/steps.py, command lines from provisioner/cluster/daemons.py)
+that starts the very same daemons with the very same configs, in the same order, and
+waits on the same conditions, without simcluster; once in a plain environment (as the
+daemons come) and once with what simcluster adds to each slurmd's environment. `up`
+minus the second is simcluster's own overhead.
 
 Usage: python scripts/bench.py [--out docs/benchmarks.md] [--sizes 2,16,64,256]
                                [--repeat N] [--quick] [--no-raw]
@@ -19,6 +21,7 @@ The output file is rewritten down to END_MARKER; hand-written analysis below it 
 from __future__ import annotations
 
 import argparse
+import compileall
 import json
 import os
 import platform
@@ -36,8 +39,12 @@ from typing import Dict, List, Optional, Tuple
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from provisioner.actions.context import SLURMD_ENV_DEFAULTS  # noqa: E402
-from provisioner.procs import cluster_pids, terminate  # noqa: E402
+from provisioner.cluster import daemons  # noqa: E402
+from provisioner.cluster.handle import Cluster  # noqa: E402
+from provisioner.cluster.lifecycle import load  # noqa: E402
+from provisioner.cluster.runner import find_binary  # noqa: E402
+from provisioner.cluster.steps import steps_for  # noqa: E402
+from provisioner.providers.local.processes import cluster_pids, terminate  # noqa: E402
 
 DEFAULT_SIZES = [2, 16, 64, 256]
 DEFAULT_REPEAT = {2: 5, 16: 5, 64: 3, 256: 2}
@@ -105,6 +112,7 @@ class Bench:
         self.cli = [str(exe)] if exe.exists() else [sys.executable, "-m", "provisioner"]
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
         self.env["SIMCLUSTER_HOME"] = str(home)
+        os.environ["SIMCLUSTER_HOME"] = str(home)  # where lifecycle.load() finds the raw baseline's cluster
 
     def sc(self, *args: str, check: bool = True) -> Cmd:
         res = run_timed(self.cli + list(args), self.env)
@@ -227,55 +235,91 @@ def others_share(run: Cmd, daemons_total: float) -> float:
 
 
 # -- raw baseline ------------------------------------------------------------------------------
-def cmdline(pid: int) -> List[str]:
-    with open(f"/proc/{pid}/cmdline", "rb") as f:
-        return [a.decode() for a in f.read().split(b"\0") if a]
+# The raw baseline is generated from `up`'s own step list (provisioner/cluster/steps.py) and
+# the daemons' command lines (provisioner/cluster/daemons.py), so it cannot drift from `up`:
+# each step that applies to the cluster maps to shell lines below, in step order, and a
+# step with no entry here stops the benchmark instead of being silently left out.
+q = shlex.quote
 
 
-def raw_script(root: Path, st: Dict, argvs: Dict[str, List[str]], slurmd_env: Dict[str, str]) -> str:
-    """A bash loop that starts the daemons simcluster started, in the same order, and polls
-    sinfo until every node is idle (slurmd is started once slurmctld listens, and sinfo is
-    polled on the same schedule, as `up` does)."""
-    q = shlex.quote
-    nodes = sorted(st["node_ports"])
-    out = lambda name: q(str(root / "log" / name))  # noqa: E731
-    lines = [
-        "set -e",
-        f"export SLURM_CONF={q(str(root / 'etc' / 'slurm.conf'))} SIMCLUSTER_STATE_DIR={q(str(root))}",
-        f"{shlex.join(argvs['munged'])} >>{out('munged.log')} 2>&1 &",
-        f"until [ -S {q(str(root / 'munge' / 'munge.socket'))} ]; do sleep 0.005; done",
-        f"{shlex.join(argvs['slurmctld'])} >>{out('slurmctld.out')} 2>&1 &",
-        f"until (exec 3<>/dev/tcp/127.0.0.1/{st['controller_port']}) 2>/dev/null; do sleep 0.005; done",
-    ]
-    prefix = "".join(f"{k}={q(v)} " for k, v in slurmd_env.items())
-    lines += [f"{prefix}{shlex.join(argvs[f'slurmd:{n}'])} >>{out(f'slurmd-{n}.out')} 2>&1 &" for n in nodes]
-    lines += [f"all_idle() {{ [ \"$(sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)\" -ge {len(nodes)} ]; }}",
-              f"for delay in {' '.join(poll_delays(len(nodes)))}; do all_idle && exit 0; sleep $delay; done",
-              "until all_idle; do sleep 0.25; done"]
+def wait_loop(cond: str, first: float, cap: float) -> List[str]:
+    """Shell lines that poll ``cond`` until it holds, on the schedule of
+    provisioner.cluster.wait.poll_until: ``first``, growing 1.5x up to ``cap``, then ``cap``."""
+    ramp, d = [], first
+    while d < cap:
+        ramp.append(f"{d:.4f}")
+        d *= 1.5
+    return [f"ok=; for d in {' '.join(ramp)}; do {cond} && {{ ok=1; break; }}; sleep $d; done",
+            f"[ -n \"$ok\" ] || until {cond}; do sleep {cap:.3f}; done"]
+
+
+def launch(c: Cluster, key: str, argv: List[str], env: Dict[str, str], output: str = ".out") -> str:
+    """daemons.start as a shell line: same binary, environment additions and log file."""
+    argv = [find_binary(argv[0]) or argv[0]] + [str(a) for a in argv[1:]]
+    prefix = "".join(f"{k}={q(v)} " for k, v in env.items())
+    return f"{prefix}{shlex.join(argv)} >>{q(f'{c.paths.log}/{daemons.log_name(key)}{output}')} 2>&1 &"
+
+
+def raw_munged(c: Cluster, slurmd_env: Dict[str, str]) -> List[str]:
+    # steps.start_munged: one munged (the local backend's munged_on is [controller]), then its socket.
+    lines = [launch(c, daemons.munged_key(k), daemons.munged_argv(c), {}, output=".log")
+             for k in c.placement.munged_on]
+    return lines + wait_loop(f"[ -e {q(c.paths.munge_socket)} ]", 0.005, 0.05)
+
+
+def raw_slurmctld(c: Cluster, slurmd_env: Dict[str, str]) -> List[str]:
+    # steps.start_slurmctld: then Runner.listening, a LISTEN (0A) row for the port in /proc/net/tcp{,6}.
+    port = f"{c.state.controller_port:04X}"
+    listening = (f"awk '$2 ~ /:{port}$/ && $4 == \"0A\" {{f=1}} END {{exit !f}}' "
+                 "/proc/net/tcp /proc/net/tcp6")
+    return [launch(c, "slurmctld", daemons.slurmctld_argv(c), {})] + wait_loop(listening, 0.005, 0.05)
+
+
+def raw_slurmds(c: Cluster, slurmd_env: Dict[str, str]) -> List[str]:
+    # steps.start_slurmds: every slurmd at once (`tuned` adds daemons.SLURMD_ENV, as `up` does).
+    return [launch(c, f"slurmd:{n}", daemons.slurmd_argv(c, n), slurmd_env) for n in c.node_names]
+
+
+def raw_ready(c: Cluster, slurmd_env: Dict[str, str]) -> List[str]:
+    # steps.wait_nodes_ready: sinfo until every node is idle, 10 ms backing off to 50 ms
+    # (<= 16 nodes) or 250 ms. A fixed fast poll would cost the 256-node baseline most of
+    # a core (one sinfo takes ~40 ms of CPU there).
+    n = len(c.node_names)
+    all_idle = f"[ \"$(sinfo -h -N -t idle -o %N 2>/dev/null | sort -u | wc -l)\" -ge {n} ]"
+    return wait_loop(all_idle, 0.01, 0.05 if n <= 16 else 0.25)
+
+
+def raw_made_by_up(c: Cluster, slurmd_env: Dict[str, str]) -> List[str]:
+    return []  # done once by the real `up` that made the cluster directory; the raw runs reuse it
+
+
+RAW_STEPS = {"configs": raw_made_by_up, "fake-gpus": raw_made_by_up, "munged": raw_munged,
+             "slurmctld": raw_slurmctld, "slurmd": raw_slurmds, "ready": raw_ready}
+
+
+def raw_script(c: Cluster, slurmd_env: Dict[str, str]) -> str:
+    """A bash script that does what `up`'s steps do for cluster ``c`` after its configs are
+    written, step by step in the same order, with no simcluster process: starts the same
+    daemon command lines in the same environment and waits on the same conditions."""
+    env = " ".join(f"{k}={q(v)}" for k, v in c.daemon_env().items())
+    lines = ["set -e", f"export {env}"]
+    for step in steps_for(c):
+        if step.name not in RAW_STEPS:
+            raise RuntimeError(f"`up` step {step.name!r} has no raw equivalent in scripts/bench.py (RAW_STEPS)")
+        lines += [f"# step {step.name}: {step.describe(c)}"] + RAW_STEPS[step.name](c, slurmd_env)
     return "\n".join(lines) + "\n"
 
 
-def poll_delays(nodes: int, total: float = 30.0) -> List[str]:
-    """The sinfo poll schedule of `up` (provisioner/actions/wait_ready.py): 10 ms, growing
-    1.5x to 50 ms (<= 16 nodes) or 250 ms, where each sinfo costs more. A fixed fast poll
-    would cost the 256-node baseline most of a core (one sinfo takes ~40 ms of CPU there)."""
-    cap = 0.05 if nodes <= 16 else 0.25
-    delays, d = [], 0.01
-    while sum(delays) < total:
-        delays.append(d)
-        d = min(d * 1.5, cap)
-    return [f"{x:.3f}" for x in delays]
-
-
-def reset_cluster_dir(root: Path, st: Dict) -> None:
+def reset_cluster_dir(c: Cluster) -> None:
     """Kill this cluster's processes and wipe its runtime state, keeping configs and munge key."""
-    terminate(cluster_pids(root, st["pids"].values()), grace=0)
-    dirs = [root / "slurmctld", root / "log", root / "run"] + list((root / "spool").iterdir())
+    layout = c.state.layout
+    terminate(cluster_pids(layout.root, c.state.pids.values()), grace=0)
+    dirs = [layout.state_save, layout.log, layout.run] + list(layout.spool.iterdir())
     for d in dirs:
         for p in d.iterdir():
             shutil.rmtree(p) if p.is_dir() else p.unlink()
-    for name in ("munge.socket", "munge.socket.lock", "seed"):
-        (root / "munge" / name).unlink(missing_ok=True)
+    for path in (Path(c.paths.munge_socket), Path(c.paths.munge_socket + ".lock"), Path(c.paths.munge_dir) / "seed"):
+        path.unlink(missing_ok=True)
 
 
 def raw_pids(root: Path, keys) -> Dict[str, int]:
@@ -292,32 +336,32 @@ def raw_pids(root: Path, keys) -> Dict[str, int]:
 
 class RawBaseline:
     """Daemons started by bash, without simcluster: ``run('plain')`` in this shell's
-    environment, ``run('tuned')`` with simcluster's SLURMD_ENV_DEFAULTS for slurmd.
+    environment, ``run('tuned')`` with simcluster's daemons.SLURMD_ENV for slurmd.
 
     `up` makes the cluster directory (configs, key, ports) once; its daemons are then
-    killed and the bash loop restarts them from a clean state for every run.
+    killed and the script generated from `up`'s step list restarts them from a clean
+    state for every run.
     """
 
-    VARIANTS = {"plain": {}, "tuned": SLURMD_ENV_DEFAULTS}
+    VARIANTS = {"plain": {}, "tuned": daemons.SLURMD_ENV}
 
     def __init__(self, b: Bench, nodes: int):
         self.b, self.nodes, self.name = b, nodes, f"bench-raw-{nodes}"
         self.env = {k: v for k, v in os.environ.items()
-                    if not k.startswith(("SLURM_", "SIMCLUSTER_")) and k not in SLURMD_ENV_DEFAULTS}
+                    if not k.startswith(("SLURM_", "SIMCLUSTER_")) and k not in daemons.SLURMD_ENV}
         self.res: Dict[str, Dict] = {v: {"up": [], "cpu": [], "others": [], "mem": None} for v in self.VARIANTS}
         b.down_quietly(self.name)
         b.sc("up", "--name", self.name, "--nodes", str(nodes), "--fake-gpus", str(nodes), "--wait", "300")
-        self.root, self.st = b.root(self.name), b.state(self.name)
-        argvs = {key: cmdline(pid) for key, pid in self.st["pids"].items()}
+        self.root, self.cluster = b.root(self.name), load(self.name)
         for variant, slurmd_env in self.VARIANTS.items():
-            (self.root / f"raw-start-{variant}.sh").write_text(raw_script(self.root, self.st, argvs, slurmd_env))
-        reset_cluster_dir(self.root, self.st)
+            (self.root / f"raw-start-{variant}.sh").write_text(raw_script(self.cluster, slurmd_env))
+        reset_cluster_dir(self.cluster)
 
     def run(self, variant: str) -> None:
         run = run_timed(["bash", str(self.root / f"raw-start-{variant}.sh")], self.env, timeout=300)
         if run.rc != 0:
             raise RuntimeError(f"raw baseline failed (exit {run.rc}): {run.err}")
-        pids = raw_pids(self.root, self.st["pids"])
+        pids = raw_pids(self.root, self.cluster.state.pids)
         cpu = daemon_cpu(pids)
         r = self.res[variant]
         r["up"].append(run.wall)
@@ -325,7 +369,7 @@ class RawBaseline:
         r["others"].append(others_share(run, cpu["total"]))
         if r["mem"] is None:
             r["mem"] = measure_memory(pids)
-        reset_cluster_dir(self.root, self.st)
+        reset_cluster_dir(self.cluster)
         log(f"  raw ({variant}) {self.nodes:>3} nodes run {len(r['up'])}: all idle in {run.wall:.2f}s, "
             f"slurmd start-up CPU {cpu['slurmd_ms']:.0f} ms each, others used {100 * r['others'][-1]:.0f}% of the CPUs")
 
@@ -433,7 +477,7 @@ def verdict(value: float, target: Optional[float]) -> str:
 
 
 def report(results: Dict[int, Dict], mach: Dict[str, str]) -> str:
-    env_text = " ".join(f"`{k}={v}`" for k, v in SLURMD_ENV_DEFAULTS.items())
+    env_text = " ".join(f"`{k}={v}`" for k, v in daemons.SLURMD_ENV.items())
     out = ["# Benchmarks", "",
            "This page is the local backend. The docker backend (image from nothing 39 s, training",
            "image 51 s more, cached rebuild 0.1 s; `up` to all-idle 2.0 s for 2 nodes, 2.9 s for 8) is",
@@ -453,8 +497,9 @@ def report(results: Dict[int, Dict], mach: Dict[str, str]) -> str:
            "## `up` to all-idle and `down` (wall seconds of the whole CLI command)", "",
            "`up` is `simcluster up --name bench-N --nodes N --fake-gpus N` from exec to exit "
            "(it exits once every node is idle); `down` is `simcluster down --name bench-N`. "
-           "The raw baseline is a bash loop that starts the same munged, slurmctld and slurmd "
-           "command lines with the same configs and polls `sinfo` on the schedule `up` uses "
+           "The raw baseline is a bash script generated from `up`'s step list that starts the same "
+           "munged, slurmctld and slurmd command lines with the same configs, waits for munged's "
+           "socket and slurmctld's port as `up` does, and polls `sinfo` on the schedule `up` uses "
            "(every 10 ms, backing off to 50 ms, or 250 ms above 16 nodes) until every node is "
            "idle: `raw plain` in an ordinary environment, `raw tuned` with what simcluster adds "
            f"to each slurmd's environment ({env_text}). "
@@ -564,6 +609,9 @@ def main() -> None:
     sizes = [2, 16, 64] if args.quick else [int(s) for s in args.sizes.split(",") if s.strip()]
     home = Path(args.home)
     home.mkdir(parents=True, exist_ok=True)
+    # Time the CLI as an installed package runs: from byte code. (With PYTHONDONTWRITEBYTECODE
+    # set, as in some containers, every command would otherwise compile its modules afresh.)
+    compileall.compile_dir(str(REPO / "provisioner"), quiet=1)
     b = Bench(home)
     mach = machine()
     log(f"bench: {mach['cpu']}, {mach['cores']} cores, {mach['slurm']}; SIMCLUSTER_HOME={home}")
