@@ -83,7 +83,7 @@ def main() -> None:
                 if ln.startswith("model name")), platform.processor())
     version_argv = ["mariadbd", "--version"]
     if docker:  # the MariaDB inside the node image
-        from provisioner.image import default_image
+        from provisioner.providers.docker.image import default_image
         version_argv = ["docker", "run", "--rm", "--entrypoint", "mariadbd", default_image(), "--version"]
     mariadb = subprocess.run(version_argv, stdout=subprocess.PIPE, text=True).stdout.split()
     lines = [

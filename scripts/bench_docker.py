@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from provisioner.image import bootstrap_base, build_image, image_tag  # noqa: E402
+from provisioner.providers.docker.image import bootstrap_base, build_image, image_tag  # noqa: E402
 
 
 def timed(fn) -> float:

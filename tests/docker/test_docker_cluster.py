@@ -29,7 +29,7 @@ def test_image_build_is_cached(sim_home):
 def test_up_rebuilds_a_default_image_built_from_other_docker_files(sim_home):
     # An image built by an older simcluster has another entrypoint: `up` must not use it
     # with this version's configs. Relabel the default image as such an image.
-    from provisioner.image import LABEL_CONTEXT, default_image, image_is_current
+    from provisioner.providers.docker.image import LABEL_CONTEXT, default_image, image_is_current
     tag = default_image()
     run_cli(["image", "build", *(["--train"] if tag.endswith("-train") else [])], sim_home, check=True, timeout=1200)
     stale = subprocess.run(["docker", "build", "-q", "-t", tag, "--label", f"{LABEL_CONTEXT}=older", "-"],
@@ -85,6 +85,9 @@ def test_docker_cluster_runs_jobs_and_resolves_node_names(docker_cluster, sim_ho
     run_cli(["export-logs", str(bundle), "--name", name], sim_home, check=True)
     assert (bundle / "docker-inspect.json").exists()
     assert (bundle / "containers" / f"simcluster-{name}-ctl.log").exists()
+    # The shared bundle's daemon logs, read from inside each container.
+    for log in ("slurmctld.log", "slurmd-node1.log", "slurmd-node2.log", "munged.log", "munged-node2.log"):
+        assert (bundle / "logs" / log).is_file(), log
     assert "NodeName=node2" in (bundle / "scontrol-show-node.txt").read_text()
 
 
@@ -157,8 +160,8 @@ def test_docker_cluster_with_accounting(docker_cluster, sim_home, tmp_path):
 
     bundle = tmp_path / "bundle"
     run_cli(["export-logs", str(bundle), "--name", name], sim_home, check=True)
-    assert (bundle / "logs" / "controller" / "slurmdbd.log").is_file()
-    assert (bundle / "logs" / "node1" / "slurmd-node1.log").is_file()
+    for log in ("slurmdbd.log", "mariadbd.log", "slurmctld.log", "slurmd-node1.log", "munged.log", "munged-node1.log"):
+        assert (bundle / "logs" / log).is_file(), log
     assert name in (bundle / "sacctmgr-show-cluster.txt").read_text()
     # The database password stays out of the bug report.
     assert "StoragePass=<redacted>" in (bundle / "config" / "slurmdbd.conf").read_text()

@@ -35,11 +35,18 @@ def test_accounting_is_off_by_default_and_a_plain_bool():
 def test_docker_accounting_configs_point_at_the_controller_container(tmp_path):
     """On docker, slurmdbd and MariaDB run in the controller container (hostname slurmctld):
     slurm.conf sends accounting there; slurmdbd.conf (0600) names it as its own host."""
-    from provisioner.providers.docker import CONTROLLER_HOST, DockerProvider
+    from provisioner.cluster.handle import Cluster
+    from provisioner.cluster.steps import UpRun, write_configs
+    from provisioner.providers.docker.provider import CONTROLLER_HOST, DockerProvider
 
     spec = spec_from({"accounting": True, "backend": "docker", "nodes": 2})
     layout = ClusterLayout(tmp_path / "c")
-    DockerProvider()._render(spec, layout)
+    layout.etc.mkdir(parents=True)
+    state = ClusterState(name=spec.name, backend="docker", spec=spec.to_dict(), root=str(layout.root), hostname="h",
+                         user="root", controller_port=6817, node_ports={n.name: 6818 for n in spec.nodes},
+                         mariadb_port=3306, slurmdbd_port=6819)
+    # The configs step as `up` runs it (no container is touched: runners are made lazily).
+    write_configs(UpRun(Cluster(state, DockerProvider()), progress=lambda _: None, timeout=10))
     conf = settings((layout.etc / "slurm.conf").read_text())
     assert conf["AccountingStorageType"] == "accounting_storage/slurmdbd"
     assert conf["AccountingStorageHost"] == CONTROLLER_HOST and conf["AccountingStoragePort"] == "6819"
@@ -50,8 +57,8 @@ def test_docker_accounting_configs_point_at_the_controller_container(tmp_path):
     assert dbd["StoragePort"] == "3306" and dbd["SlurmUser"] == "root" and "AuthInfo" not in dbd
     assert len(dbd["StoragePass"]) == 32 and dbd["StoragePass"] != "change-me"
     assert stat.S_IMODE(dbd_path.stat().st_mode) == 0o600
-    args = DockerProvider()._run_args(spec, layout, "img", None)
-    assert any(a.startswith("SIMCLUSTER_MARIADB_OPTS=--innodb") for a in args)
+    assert "User - 'root'" in (layout.etc / "accounts.cfg").read_text()
+    assert not (layout.etc / "task_prolog.sh").exists()  # each container sees only its own GPUs
 
 
 def test_accounting_is_part_of_the_identity_and_old_specs_load():
