@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
@@ -58,30 +59,53 @@ def write_configs(up: UpRun) -> None:
         fh.write(os.urandom(1024))
 
 
+def on_each_machine(c: Cluster, keys: List[str], action: Callable[[str], None]) -> None:
+    """``action(key)`` for every runner key: keys on distinct machines at once (threads), so
+    a backend whose every call is a round trip (docker exec, ssh) pays about one per step,
+    not one per node; keys that share a runner (local: every node is this host) in order."""
+    groups: Dict[int, List[str]] = {}
+    for key in keys:
+        groups.setdefault(id(c.runner(key)), []).append(key)
+    if len(groups) <= 1:
+        for key in keys:
+            action(key)
+        return
+
+    def run_group(group: List[str]) -> None:
+        for key in group:
+            action(key)
+    with ThreadPoolExecutor(max_workers=min(16, len(groups))) as pool:
+        for future in [pool.submit(run_group, g) for g in groups.values()]:
+            future.result()  # the first failure is raised, after every machine has finished
+
+
 def make_fake_gpus(up: UpRun) -> None:
     """Character devices (major 195, minor N) so gres scheduling works without GPUs; without
     the right to mknod, a link to /dev/null (Slurm only checks for a character device)."""
     c = up.cluster
     # Grouped by machine: on the local backend every node is this host (one command).
-    by_machine: Dict[int, Tuple[object, List[int]]] = {}
+    by_machine: Dict[int, Tuple[str, List[int]]] = {}
     for node in c.spec.nodes:
-        runner = c.runner(node.name)
-        by_machine.setdefault(id(runner), (runner, []))[1].extend(node.gpus)
-    for runner, gpus in by_machine.values():
+        by_machine.setdefault(id(c.runner(node.name)), (node.name, []))[1].extend(node.gpus)
+    gpus_of = dict(by_machine.values())
+
+    def make(key: str) -> None:
         script = "; ".join(f"mknod -m 666 {c.paths.dev}/nvidia{g} c 195 {g} 2>/dev/null || "
-                           f"ln -sf /dev/null {c.paths.dev}/nvidia{g}" for g in gpus)
-        runner.run(["sh", "-c", script], timeout=30)
+                           f"ln -sf /dev/null {c.paths.dev}/nvidia{g}" for g in gpus_of[key])
+        c.runner(key).run(["sh", "-c", script], timeout=30)
+    on_each_machine(c, [k for k, gpus in gpus_of.items() if gpus], make)
 
 
 def start_munged(up: UpRun) -> None:
     c = up.cluster
-    for key in c.placement.munged_on:
+
+    def start(key: str) -> None:
         # In the foreground munged logs to stderr only, so that is its log file.
         daemons.start(c, daemons.munged_key(key), daemons.munged_argv(c), output=".log")
-    for key in c.placement.munged_on:
         runner = c.runner(key)
         daemons.wait_usable(c, daemons.munged_key(key), "create its socket",
                             lambda: runner.exists(c.paths.munge_socket), 10.0)
+    on_each_machine(c, c.placement.munged_on, start)
 
 
 def start_slurmctld(up: UpRun) -> None:
@@ -94,8 +118,9 @@ def start_slurmctld(up: UpRun) -> None:
 def start_slurmds(up: UpRun) -> None:
     """One `slurmd -N <node>` per virtual node, all started at once; readiness is checked later."""
     c = up.cluster
-    for node in c.node_names:
-        daemons.start(c, f"slurmd:{node}", daemons.slurmd_argv(c, node), env=daemons.SLURMD_ENV)
+    on_each_machine(c, c.node_names,
+                    lambda node: daemons.start(c, f"slurmd:{node}", daemons.slurmd_argv(c, node),
+                                               env=daemons.SLURMD_ENV))
 
 
 def wait_nodes_ready(up: UpRun) -> None:
