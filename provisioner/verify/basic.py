@@ -71,6 +71,18 @@ def training_partition(spec: ClusterSpec, nodes: int) -> Optional[Tuple[Optional
     return None
 
 
+def one_node(spec: ClusterSpec) -> List[str]:
+    """sbatch arguments that keep a job on one node (of the default partition).
+
+    For jobs that leave a file for a later job (a dependency's marker, a requeued job's
+    checkpoint): on hosts without a shared filesystem (deployed clusters) the later job
+    must run where the file was written. Where every node sees the job directory, the
+    pin changes nothing.
+    """
+    part, members = covering_partitions(spec)[0]
+    return [f"--nodelist={members[0]}"] + ([f"--partition={part}"] if part else [])
+
+
 def expand_nodelist(ctx: VerifyContext, nodelist: str) -> List[str]:
     proc = ctx.client.run(["scontrol", "show", "hostnames", nodelist], timeout=10)
     return proc.stdout.split() if proc.returncode == 0 else []
@@ -256,8 +268,10 @@ def check_dependency(ctx: VerifyContext) -> Outcome:
     check = "basic.dependency"
     limit = ctx.limit(60)
     text = render_template("basic_dependency.sbatch", {"TIME": ctx.time_minutes(limit), "MEM": MEM})
-    parent = ctx.submit(check, text, env={"ROLE": "parent"}, name="parent.sh")
-    child = ctx.submit(check, text, [f"--dependency=afterok:{parent.job_id}"], env={"ROLE": "child"}, name="child.sh")
+    # The child reads the marker its parent wrote: both on one node.
+    parent = ctx.submit(check, text, one_node(ctx.spec), env={"ROLE": "parent"}, name="parent.sh")
+    child = ctx.submit(check, text, [f"--dependency=afterok:{parent.job_id}", *one_node(ctx.spec)],
+                       env={"ROLE": "child"}, name="child.sh")
     failing = ctx.submit(check, text, env={"ROLE": "failing-parent"}, name="failing-parent.sh")
     orphan = ctx.submit(check, text, [f"--dependency=afterok:{failing.job_id}"], env={"ROLE": "child-of-failed"},
                         name="child-of-failed.sh")
@@ -298,7 +312,8 @@ def check_requeue(ctx: VerifyContext) -> Outcome:
     check = "basic.requeue"
     limit = ctx.limit(60)
     script = render_template("basic_requeue.sbatch", {"TIME": ctx.time_minutes(limit), "MEM": MEM})
-    job = ctx.submit(check, script)
+    # The second run reads the checkpoint the first wrote: both runs on one node.
+    job = ctx.submit(check, script, one_node(ctx.spec))
     ckpt = job.workdir / "checkpoint.txt"
     deadline = time.monotonic() + limit
     released = False
