@@ -15,8 +15,10 @@ from typing import Callable, List
 
 from provisioner.errors import SimclusterError
 
-# Pinned: an unpinned torch pulls multi-GB CUDA builds.
-TRAINING_REQUIREMENTS: List[str] = ["torch==2.13.0"]
+# Pinned: an unpinned torch pulls multi-GB CUDA builds. numpy: torch does not require it,
+# but its object collectives (all_gather_object, which verify's workloads use) call
+# tensor.numpy() and fail with "Numpy is not available" without it.
+TRAINING_REQUIREMENTS: List[str] = ["torch==2.13.0", "numpy==2.4.6"]
 
 
 def _cache_root() -> Path:
