@@ -34,7 +34,7 @@ def docker(*args: str, check: bool = True, timeout: float = 300) -> subprocess.C
 def build_image() -> str:
     """The host image, FROM the offline base (bootstrapped with debootstrap if missing)."""
     sys.path.insert(0, str(REPO))
-    from provisioner.image import ensure_base
+    from provisioner.providers.docker.image import ensure_base
     base = ensure_base(lambda m: print(m, file=sys.stderr))
     docker("build", "-q", "--build-arg", f"BASE={base}", "-t", IMAGE, str(REPO / "tests" / "ansible" / "hosts"),
            timeout=900)

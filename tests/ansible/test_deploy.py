@@ -1,7 +1,7 @@
 """`simcluster deploy` on real hosts made here: three bare Debian containers running sshd.
 
 deploy (with a spec: fake GPUs, a partition, an extra slurm.conf line; and --training) ->
-verify --ssh basic,ddp passes -> a second deploy changes nothing -> status --ssh is
+verify --ssh basic,ddp runs local verify's checks and passes -> a second deploy changes nothing -> status --ssh is
 healthy -> bad inputs give one clear line -> everything is removed (fixture finalizer,
 even when a test fails).
 """
@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
@@ -101,14 +102,33 @@ def test_deploy_turns_bare_hosts_into_an_idle_cluster(deployed, setup):
     assert key.stat().st_size == 1024 and oct(key.stat().st_mode & 0o777) == "0o600"
 
 
-def test_verify_over_ssh_passes_basic_and_ddp(deployed, setup):
+def local_check_names(suites):
+    """The checks local `verify --suite ...` runs on a cluster without accounting."""
+    from provisioner.config.types import ClusterSpec
+    from provisioner.verify.suites import checks_for
+    spec = ClusterSpec(name="x", backend="local", nodes=(), partitions=(), accounting=False)
+    return [c.name for c in checks_for(suites, spec)]
+
+
+def test_verify_over_ssh_runs_the_same_checks_as_local_verify(deployed, setup):
+    junit = setup["home"] / "verify-ssh.xml"
     t0 = time.monotonic()
-    proc = verify(setup, "--suite", "basic,ddp")
-    print(f"\nverify --ssh basic,ddp: {time.monotonic() - t0:.1f}s\n{proc.stdout}")
+    proc = verify(setup, "--suite", "basic,ddp", "--junit", str(junit), "--json", "--timeout", "240")
+    print(f"\nverify --ssh basic,ddp: {time.monotonic() - t0:.1f}s\n{proc.stderr}")
     assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    assert "5 of 5 checks passed" in proc.stdout
-    assert "node1=0, node2=1" in proc.stdout  # TaskProlog: each node's own (fake) GPU id
-    assert "torchrun DDP (gloo) on node1, node2" in proc.stdout
+    reported = [tc.get("name") for tc in ET.parse(junit).getroot().iter("testcase")]
+    assert reported == local_check_names(["basic", "ddp"])
+    result = json.loads(proc.stdout)
+    assert [c["name"] for c in result["checks"]] == reported
+    by_name = {c["name"]: c for c in result["checks"]}
+    assert all(c["status"] == "PASS" for c in result["checks"]), {n: c["message"] for n, c in by_name.items()}
+    # TaskProlog: each node's own (fake) GPU id, as gres.conf gives it (node2 owns GPU 1).
+    assert "physical GPU ids (fake) in batch and srun steps: node1=0 node2=1" in by_name["basic.gpus"]["message"]
+    assert "2 ranks on node1+node2, cpu/gloo" in by_name["ddp.train"]["message"]
+
+
+def test_verify_over_ssh_refuses_a_bad_suite_before_connecting(setup):
+    one_line_error(verify(setup, "--suite", "nope"), 2, "unknown suite nope")
 
 
 def test_second_deploy_changes_nothing(deployed, setup):
@@ -161,6 +181,9 @@ def test_auth_failures_are_one_line(rig, setup, tmp_path):
     proc = run_cli(["status", "--ssh", setup["target"], "--ssh-key", str(other), "--known-hosts",
                     str(rig.known_hosts)], setup["home"])
     one_line_error(proc, 1, "authentication failed for root@127.0.0.1", f"tried key {other}")
+    proc = run_cli(["verify", "--ssh", setup["target"], "--ssh-key", str(other), "--known-hosts",
+                    str(rig.known_hosts), "--suite", "basic", "--json"], setup["home"])
+    one_line_error(proc, 1, "authentication failed for root@127.0.0.1")
     # Ansible's side: the same wrong key in the inventory. Hosts named "localhost" here, so
     # that OpenSSH does not reuse the earlier deploys' authenticated master connections.
     known = tmp_path / "known_hosts"
@@ -179,12 +202,17 @@ def test_auth_failures_are_one_line(rig, setup, tmp_path):
     assert ssh_reason(load_inventory(str(good)).controller) is None
 
 
-def test_host_key_checking_is_on_by_default(rig, setup, tmp_path):
+def test_host_key_checking_is_on_by_default(deployed, rig, setup, tmp_path):
     empty = tmp_path / "known_hosts"
     empty.write_text("")
     base = ["status", "--ssh", setup["target"], "--ssh-key", str(rig.key), "--known-hosts", str(empty)]
     one_line_error(run_cli(base, setup["home"]), 1, f"host key of 127.0.0.1:{rig.hosts['ctl']} is not known")
-    assert run_cli(base + ["--insecure-accept-host-key"], setup["home"]).returncode in (0, 1)  # connects
+    one_line_error(run_cli(["verify", *base[1:], "--suite", "basic"], setup["home"]), 1,
+                   f"host key of 127.0.0.1:{rig.hosts['ctl']} is not known")
+    # Accepted: it connects and reads the (deployed, healthy) cluster; a refused key would be exit 1 too.
+    proc = run_cli(base + ["--insecure-accept-host-key"], setup["home"])
+    assert proc.returncode == 0 and "error:" not in proc.stderr, proc.stderr
+    assert f"cluster {setup['name']} (ssh): healthy" in proc.stdout
 
 
 def test_bad_inventory_is_exit_2(setup, tmp_path):

@@ -7,10 +7,10 @@ import pytest
 
 from provisioner.deploy.extravars import build_extravars
 from provisioner.deploy.inventory import load_inventory
-from provisioner.deploy.remote_status import parse_gres_conf, parse_scontrol_oneliner
 from provisioner.deploy.runner import EventPrinter, _error_text
 from provisioner.errors import ConfigError, UsageError
-from provisioner.ssh import parse_target
+from provisioner.providers.ssh.cluster import parse_gres_conf
+from provisioner.providers.ssh.session import parse_target
 from tests.conftest import run_cli
 
 GOOD = """[controller]
@@ -144,11 +144,8 @@ def test_error_text_of_a_loop_names_the_item():
     assert _error_text(res) == "slurm.conf: 'x' is undefined"
 
 
-def test_status_parsers():
-    nodes = parse_scontrol_oneliner(
-        "NodeName=node1 Arch=x86_64 CPUTot=4 RealMemory=4096 State=IDLE Port=6818 Reason=Not responding [slurm@x]\n"
-        "NodeName=node2 CPUTot=2 State=DOWN*\n")
-    assert nodes[0]["CPUTot"] == "4" and nodes[0]["Reason"] == "Not responding [slurm@x]"
-    assert nodes[1]["State"] == "DOWN*"
-    assert parse_gres_conf("# c\nNodeName=node1 Name=gpu File=/dev/nvidia6\nNodeName=node1 Name=gpu File=/dev/nvidia7\n") \
-        == {"node1": [6, 7]}
+def test_gres_conf_gives_gpu_ids_and_device_files():
+    gres = parse_gres_conf("# c\nNodeName=node1 Name=gpu File=/dev/nvidia6\nNodeName=node1 Name=gpu File=/dev/nvidia7\n"
+                           "NodeName=node2 Name=gpu File=/var/lib/x/gpus/nvidia0\n")
+    assert gres.ids == {"node1": [6, 7], "node2": [0]}
+    assert gres.files["node2"] == ["/var/lib/x/gpus/nvidia0"]

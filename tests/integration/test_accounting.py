@@ -21,9 +21,9 @@ from typing import Dict, List
 import pytest
 
 from provisioner.accounting_check import check_accounting
-from provisioner.verify.jobs import SlurmClient
+from provisioner.cluster.lifecycle import load
 from provisioner.paths import ClusterLayout
-from provisioner.procs import cluster_pids
+from provisioner.providers.local.processes import cluster_pids
 from provisioner.cluster.state import ClusterState
 from tests.conftest import REPO, TEST_HOME_ROOT, Cluster, daemons_under, run_cli
 from tests.integration.test_rootless import _as_user, unprivileged_user  # noqa: F401 (a fixture)
@@ -63,6 +63,15 @@ def sbatch(cluster, *args: str) -> str:
 
 def state_of(cluster) -> ClusterState:
     return ClusterState.load(ClusterLayout(cluster.root))
+
+
+def client_of(cluster):
+    """The Slurm client simcluster itself uses for the cluster (SIMCLUSTER_HOME of the test)."""
+    os.environ["SIMCLUSTER_HOME"] = str(cluster.home)
+    try:
+        return load(cluster.name).client
+    finally:
+        del os.environ["SIMCLUSTER_HOME"]
 
 
 def every_process(root: Path) -> List[int]:
@@ -120,7 +129,7 @@ def test_sacct_sshare_status_and_verify_check(make_cluster, tmp_path):
     assert "accounting healthy" in text and "cluster registered" in text
 
     # The check `verify` runs when accounting is on.
-    passed, detail = check_accounting(SlurmClient(st.layout.slurm_conf), st.cluster_spec)
+    passed, detail = check_accounting(client_of(c), st.cluster_spec)
     assert passed, detail
     assert "COMPLETED" in detail
 
@@ -179,22 +188,22 @@ def test_without_accounting_nothing_changes(make_cluster):
     assert "AccountingStorageType=accounting_storage/none" in conf and "slurmdbd" not in conf
     assert not (c.root / "etc" / "slurmdbd.conf").exists() and not (c.root / "mariadb").exists()
     status = json.loads(run_cli(["status", "--name", c.name, "--json"], c.home, check=True).stdout)
-    assert status["accounting"] == {"enabled": False}
-    passed, detail = check_accounting(SlurmClient(state_of(c).layout.slurm_conf), state_of(c).cluster_spec)
+    assert status["accounting"]["enabled"] is False and status["accounting"]["healthy"] is True
+    passed, detail = check_accounting(client_of(c), state_of(c).cluster_spec)
     assert not passed and "not enabled" in detail
 
 
 def test_a_database_that_fails_to_start_leaves_nothing_behind(sim_home, monkeypatch):
-    from provisioner.actions import mariadb
+    from provisioner.cluster import accounting, lifecycle
     from provisioner.config import load_spec
     from provisioner.errors import StartupError
-    from provisioner.providers.local import LocalProvider
+    from provisioner.providers import provider_named
 
     monkeypatch.setenv("SIMCLUSTER_HOME", str(sim_home))
-    monkeypatch.setattr(mariadb, "SERVER_OPTIONS", mariadb.SERVER_OPTIONS + ["--no-such-option=1"])
+    monkeypatch.setattr(accounting, "SERVER_OPTIONS", accounting.SERVER_OPTIONS + ["--no-such-option=1"])
     spec = load_spec(None, {"name": "dbfail", "nodes": 1, "accounting": True})
     with pytest.raises(StartupError) as err:
-        LocalProvider().up(spec, progress=lambda msg: None)
+        lifecycle.up(spec, provider_named("local"), progress=lambda msg: None)
     assert "creating the accounting database failed" in err.value.message
     assert "no-such-option" in err.value.details  # the log tail says why
     assert not (sim_home / "dbfail").exists()

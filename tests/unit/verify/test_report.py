@@ -21,7 +21,7 @@ from provisioner.verify.outcome import FAIL, PASS, SKIP, CheckFailed, CheckSkipp
 from provisioner.verify.report import failure_block, live_line, summary_table, suite_seconds, to_json, write_junit
 from provisioner.verify.runner import Check, run_one
 from provisioner.verify.suites import CHECKS, checks_for, parse_suites
-from provisioner.verify.targets import LocalTarget, physical_gpu_ids
+from provisioner.verify.files import HostDirFiles
 
 
 def spec(nodes=2, parts=None) -> ClusterSpec:
@@ -52,11 +52,11 @@ def _check(func) -> Check:
 
 
 def test_outcomes_become_pass_fail_skip(tmp_path):
-    assert run_one(None, _check(lambda ctx: Outcome("fine"))).status == PASS
+    assert run_one(CTX, _check(lambda ctx: Outcome("fine"))).status == PASS
 
     def skip(ctx):
         raise CheckSkipped("deepspeed is not installed: pip install -e '.[train]'")
-    res = run_one(None, _check(skip))
+    res = run_one(CTX, _check(skip))
     assert res.status == SKIP and "pip install" in res.message
 
     out = tmp_path / "job.out"
@@ -64,20 +64,23 @@ def test_outcomes_become_pass_fail_skip(tmp_path):
 
     def fail(ctx):
         raise CheckFailed("loss did not go down", output=out)
-    res = run_one(None, _check(fail))
+    res = run_one(CTX, _check(fail))
     assert res.status == FAIL and res.output == str(out)
     assert res.tail.splitlines()[-1] == "line 39" and len(res.tail.splitlines()) == 25
     assert res.first_error == "[rank1]: RuntimeError: boom on rank 1"
     block = failure_block(res)
     assert "first error in the output: [rank1]: RuntimeError: boom" in block and f"full output: {out}" in block
 
-    res = run_one(None, _check(lambda ctx: 1 / 0))  # a bug in a check is a FAIL, not a crash
+    res = run_one(CTX, _check(lambda ctx: 1 / 0))  # a bug in a check is a FAIL, not a crash
     assert res.status == FAIL and "ZeroDivisionError" in res.message
     assert live_line(res).startswith("x.y") and " FAIL " in live_line(res)
 
 
+CTX = SimpleNamespace(files=HostDirFiles(Path("/"), "/"))  # job outputs are read from this host
+
+
 def test_a_missing_training_stack_is_skip_with_the_install_hint():
-    target = SimpleNamespace(missing_module=lambda mods: mods[-1], install_hint=LocalTarget.install_hint)
+    target = SimpleNamespace(missing_module=lambda mods: mods[-1], install_hint="pip install -e '.[train]' (or make setup)")
     ctx = SimpleNamespace(spec=spec(), target=target)
     for func in (training.check_ddp, training.check_fsdp, training.check_deepspeed, training.check_megatron):
         with pytest.raises(CheckSkipped) as exc:
@@ -91,7 +94,7 @@ def test_training_result_parsing_and_judging():
     assert training.parse_result("no result here") is None
     s = spec()
     ctx = SimpleNamespace(spec=s, node_names=["node1", "node2"],
-                          target=SimpleNamespace(visible_gpus=lambda node, count=None: physical_gpu_ids(s, node, count)))
+                          target=SimpleNamespace(visible_gpus=lambda node, count=None: ",".join(map(str, s.node(node).gpus[:count]))))
     good = {"world_size": 2, "device": "cpu", "backend": "gloo", "loss_first": 4.0, "loss_last": 1.0,
             "placement": [{"rank": 0, "node": "node1", "cuda_visible_devices": "0"},
                           {"rank": 1, "node": "node2", "cuda_visible_devices": "1"}]}
@@ -121,8 +124,8 @@ def test_parse_kv_and_first_error(tmp_path):
     out.write_text("Traceback (most recent call last):\n    raise RuntimeError(\n"
                    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 1 got signal: 15\n"
                    "0: ValueError: bad shape\nsrun: error: node2: task 1: Exited with exit code 1\n")
-    assert first_error(out) == "0: ValueError: bad shape"
-    assert first_error(tmp_path / "missing") == ""
+    assert first_error(out.read_text()) == "0: ValueError: bad shape"
+    assert first_error(None) == ""
 
 
 def test_first_error_names_the_worker_torchrun_saw_die_first(tmp_path):
@@ -136,17 +139,17 @@ def test_first_error_names_the_worker_torchrun_saw_die_first(tmp_path):
                    "  exitcode  : -6 (pid: 777)  (SIGABRT)\n"
                    "srun: error: node2: task 1: Exited with exit code 1\n"
                    "torch.distributed.elastic.multiprocessing.api.SignalException: Process 1407 got signal: 15\n")
-    assert first_error(out) == ("terminate called without an active exception (torchrun: first failure "
+    assert first_error(out.read_text()) == ("terminate called without an active exception (torchrun: first failure "
                                 "rank 1 (local_rank: 0) on node2: exitcode -6 (pid: 777) (SIGABRT))")
     out.write_text("Root Cause (first observed failure):\n  host      : node1\n  rank      : 0\n"
                    "  exitcode  : -9 (pid: 5)\n")
-    assert first_error(out) == "torchrun: first failure rank 0 on node1: exitcode -9 (pid: 5)"
+    assert first_error(out.read_text()) == "torchrun: first failure rank 0 on node1: exitcode -9 (pid: 5)"
 
 
 def test_json_and_junit_are_well_formed(tmp_path):
-    ok = run_one(None, Check("basic.array", "basic", lambda ctx: Outcome("4 tasks", {"n": 4}), "array"))
-    skip = run_one(None, Check("megatron.tp2", "megatron", lambda ctx: (_ for _ in ()).throw(CheckSkipped("no")), "m"))
-    bad = run_one(None, Check("ddp.train", "ddp", lambda ctx: (_ for _ in ()).throw(CheckFailed("hung <&>")), "d"))
+    ok = run_one(CTX, Check("basic.array", "basic", lambda ctx: Outcome("4 tasks", {"n": 4}), "array"))
+    skip = run_one(CTX, Check("megatron.tp2", "megatron", lambda ctx: (_ for _ in ()).throw(CheckSkipped("no")), "m"))
+    bad = run_one(CTX, Check("ddp.train", "ddp", lambda ctx: (_ for _ in ()).throw(CheckFailed("hung <&>")), "d"))
     results = [ok, bad, skip]
     report = json.loads(to_json("c1", results, 12.5, Path("/tmp/run"), ["basic", "ddp", "megatron"]))
     assert report["passed"] is False and report["counts"] == {"PASS": 1, "FAIL": 1, "SKIP": 1}
