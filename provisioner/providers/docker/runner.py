@@ -8,18 +8,18 @@ socket, so a password fed on stdin never lands in a file or on a command line.
 
 from __future__ import annotations
 
+import io
 import math
 import shlex
 import signal
 import socket
 import tarfile
-import io
 import threading
 import time
 from typing import Dict, List, Optional, Tuple
 
 from docker.errors import DockerException
-from docker.utils.socket import consume_socket_output, frames_iter
+from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
 
 from provisioner.cluster.runner import DEFAULT_TIMEOUT, NOT_FOUND, TIMED_OUT, Result, Runner
 from provisioner.providers.docker.engine import client
@@ -69,7 +69,8 @@ class DockerExecRunner(Runner):
         writer = threading.Thread(target=feed, daemon=True)
         writer.start()
         try:
-            out, err = consume_socket_output(frames_iter(sock, tty=False), demux=True)
+            out, err = consume_socket_output((demux_adaptor(*f) for f in frames_iter(sock, tty=False)),
+                                             demux=True)
         finally:
             writer.join(timeout=5)
             sock.close()
