@@ -138,6 +138,10 @@ def wait_nodes_ready(up: UpRun) -> None:
         bad = [n for n in names if n not in states or not states[n].ready]
         return f"nodes not ready ({len(bad)} of {len(names)}):\n" + format_node_table(states, bad[:20])
 
+    def headline(states: Optional[Dict[str, NodeState]]) -> str:
+        bad = [n for n in names if not states or n not in states or not states[n].ready]
+        return f"{len(bad)} of {len(names)} nodes are not idle"
+
     def logs() -> str:
         states = client.node_states() or {}
         bad = [n for n in names if n not in states or not states[n].ready]
@@ -146,7 +150,7 @@ def wait_nodes_ready(up: UpRun) -> None:
     # Bigger clusters: each sinfo costs more, so poll a little less often.
     WaitStrategy(f"{len(names)} nodes to be idle", check, up.timeout, first_delay=0.01,
                  max_delay=0.05 if len(names) <= 16 else 0.25, guard=_throttled(daemons.guard(c)),
-                 describe=describe, logs=logs).wait()
+                 describe=describe, logs=logs, headline=headline).wait()
 
 
 def _throttled(check: Callable[[], None], every: float = 0.5) -> Callable[[], None]:

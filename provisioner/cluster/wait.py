@@ -59,6 +59,7 @@ class WaitStrategy(Generic[T]):
     describe: Callable[[Optional[T]], str] = lambda seen: f"last seen: {seen}"
     logs: Callable[[], str] = lambda: ""
     hint: str = "raise --wait, or look at the logs below"
+    headline: Optional[Callable[[Optional[T]], str]] = None  # one-line summary of what was last seen
 
     def wait(self) -> T:
         def guarded() -> Tuple[bool, T]:
@@ -70,5 +71,6 @@ class WaitStrategy(Generic[T]):
             return poll_until(guarded, self.timeout, self.first_delay, self.max_delay)
         except WaitTimeout as exc:
             details = "\n".join(x for x in (self.describe(exc.last_seen), self.logs()) if x)
-            raise StartupError(f"timed out after {exc.waited:.0f}s waiting for {self.what}", self.hint,
+            summary = f": {self.headline(exc.last_seen)}" if self.headline else ""
+            raise StartupError(f"timed out after {exc.waited:.0f}s waiting for {self.what}{summary}", self.hint,
                                details=details) from None
