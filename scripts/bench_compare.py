@@ -86,7 +86,7 @@ def stats(xs: List[float]) -> str:
 
 def leftovers(home_prefix: str) -> List[str]:
     """Processes whose command line or environment names one of our SIMCLUSTER_HOMEs."""
-    marker = home_prefix.encode()
+    dirs = [f"{home_prefix}-{label}/".encode() for label in ("old", "new")]  # a cluster's directory
     found = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit() or int(entry) == os.getpid():
@@ -100,7 +100,7 @@ def leftovers(home_prefix: str) -> List[str]:
                 zombie = f.read().rsplit(b")", 1)[1].split()[0] == b"Z"
         except OSError:
             continue
-        if not zombie and (marker in cmd or b"SIMCLUSTER_STATE_DIR=" + marker in env):
+        if not zombie and any(d in cmd or b"SIMCLUSTER_STATE_DIR=" + d[:-1] in env for d in dirs):
             found.append(entry + " " + cmd.replace(b"\0", b" ").decode(errors="replace")[:100])
     return found
 
