@@ -15,7 +15,9 @@ from provisioner.errors import ConfigError
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 NODE_RE = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 PARTITION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,29}$")
-BACKENDS = ("local", "docker")
+BACKENDS = ("local", "docker")  # the names of provisioner.providers.BACKENDS (a test keeps them equal)
+# Spec keys that only some backends read: {key: backends}.
+BACKEND_KEYS = {"image": ("docker",), "privileged": ("docker",)}
 MAX_NODES = 1024
 
 TOP_KEYS = {"apiVersion", "kind", "name", "backend", "nodes", "nodePrefix", "gpus", "fakeGpus",
@@ -137,8 +139,11 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
     if not isinstance(privileged, bool):
         p.add("privileged", f"expected true or false, got {privileged!r}")
         privileged = False
-    if (image or privileged) and backend != "docker":
-        p.add("image" if image else "privileged", "only applies to the docker backend (backend: docker)")
+    for key, value in (("image", image), ("privileged", privileged)):
+        if value and backend not in BACKEND_KEYS[key]:
+            only = " or ".join(BACKEND_KEYS[key])
+            p.add(key, f"only applies to the {only} backend (backend: {only})")
+            break
     accounting = raw.get("accounting", False)
     if not isinstance(accounting, bool):
         p.add("accounting", f"expected true or false, got {accounting!r}")

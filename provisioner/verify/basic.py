@@ -352,7 +352,7 @@ def check_requeue(ctx: VerifyContext) -> Outcome:
 
 def check_accounting(ctx: VerifyContext) -> Outcome:
     """Accounting clusters: a tiny job reaches slurmdbd and sacct shows it COMPLETED."""
-    from provisioner.accounting_check import check_accounting as run_accounting_check
+    from provisioner.verify.accounting import check_accounting as run_accounting_check
     ok, detail = run_accounting_check(ctx.client, ctx.spec, timeout=ctx.limit(60))
     if not ok:
         raise CheckFailed(detail, hint=ctx.target.log_hint("slurmdbd"))

@@ -460,3 +460,10 @@ def test_spec_round_trips_and_identity_ignores_wait():
                         "slurmConf": ["MaxJobCount=5"], "fakeGpus": True, "wait": 99})
     assert slower.identity() == spec.identity()
     assert spec_from({"nodes": 1}).identity() != spec_from({"nodes": 2}).identity()
+
+
+def test_spec_backends_are_the_registered_providers():
+    from provisioner.config.validate import BACKEND_KEYS, BACKENDS
+    from provisioner.providers import BACKENDS as REGISTERED
+    assert set(BACKENDS) == set(REGISTERED)
+    assert all(set(b) <= set(REGISTERED) for b in BACKEND_KEYS.values())
