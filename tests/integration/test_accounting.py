@@ -20,7 +20,7 @@ from typing import Dict, List
 
 import pytest
 
-from provisioner.accounting_check import check_accounting
+from provisioner.verify.accounting import check_accounting
 from provisioner.cluster.lifecycle import load
 from provisioner.paths import ClusterLayout
 from provisioner.providers.local.processes import cluster_pids
