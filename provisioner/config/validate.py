@@ -6,7 +6,7 @@ Pure logic: host facts (CPU count, memory) come in as arguments so tests can pin
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from provisioner.config.parse import parse_gpu_list, parse_memory_mb, split_gpus
 from provisioner.config.types import API_VERSION, KIND, ClusterSpec, NodeSpec, PartitionSpec
@@ -195,12 +195,7 @@ def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory:
             p.add("gpus", str(exc))
     result: List[NodeSpec] = []
     seen: Dict[str, int] = {}
-    for i, n in enumerate(spec_nodes):
-        where = f"nodes[{i}]"
-        if not isinstance(n, dict):
-            p.add(where, f"expected a mapping with 'name', got {n!r}")
-            continue
-        _unknown_keys(p, where, n, NODE_KEYS)
+    for i, where, n in _mappings(p, spec_nodes, "nodes", "'name'", NODE_KEYS):
         nname = n.get("name")
         if not isinstance(nname, str) or not NODE_RE.match(nname):
             p.add(f"{where}.name", f"{nname!r} is not a valid node name "
@@ -209,19 +204,9 @@ def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory:
         elif nname in seen:
             p.add(f"{where}.name", f"node '{nname}' is listed twice")
         seen[nname] = i
-        node_gpus = shares[i]
-        if "gpus" in n:
-            try:
-                node_gpus = parse_gpu_list(n["gpus"])
-            except ValueError as exc:
-                p.add(f"{where}.gpus", str(exc))
+        node_gpus = _parsed(p, where, n, "gpus", parse_gpu_list, shares[i])
         ncpus = _int_in(p, f"{where}.cpus", n["cpus"], 1, 100000) if "cpus" in n else cpus
-        nmem = memory
-        if "memory" in n:
-            try:
-                nmem = parse_memory_mb(n["memory"])
-            except ValueError as exc:
-                p.add(f"{where}.memory", str(exc))
+        nmem = _parsed(p, where, n, "memory", parse_memory_mb, memory)
         port = _int_in(p, f"{where}.port", n["port"], 1024, 65535) if "port" in n else None
         result.append(NodeSpec(name=nname, gpus=tuple(node_gpus), cpus=ncpus or cpus,
                                memory=nmem, port=port))
@@ -229,6 +214,29 @@ def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory:
     for g in sorted({g for g in all_ids if all_ids.count(g) > 1}):
         p.add("gpus", f"GPU {g} is given to more than one node")
     return result
+
+
+def _parsed(p: "_Problems", where: str, raw: Dict, key: str, parse, default):
+    """parse(raw[key]), or ``default`` when the key is absent or its value is bad (reported)."""
+    if key not in raw:
+        return default
+    try:
+        return parse(raw[key])
+    except ValueError as exc:
+        p.add(f"{where}.{key}", str(exc))
+        return default
+
+
+def _mappings(p: "_Problems", items: List[Any], prefix: str, expect: str, keys) -> Iterator[Tuple[int, str, Dict]]:
+    """(index, "prefix[i]", entry) for each entry of a YAML list that is a mapping; entries
+    that are not, and unknown keys, are reported."""
+    for i, entry in enumerate(items):
+        where = f"{prefix}[{i}]"
+        if not isinstance(entry, dict):
+            p.add(where, f"expected a mapping with {expect}, got {entry!r}")
+            continue
+        _unknown_keys(p, where, entry, keys)
+        yield i, where, entry
 
 
 def _validate_partitions(p: _Problems, raw_parts: Any, node_names: List[str]) -> List[PartitionSpec]:
@@ -239,12 +247,7 @@ def _validate_partitions(p: _Problems, raw_parts: Any, node_names: List[str]) ->
         return []
     result: List[PartitionSpec] = []
     names: List[str] = []
-    for i, part in enumerate(raw_parts):
-        where = f"partitions[{i}]"
-        if not isinstance(part, dict):
-            p.add(where, f"expected a mapping with 'name' and 'nodes', got {part!r}")
-            continue
-        _unknown_keys(p, where, part, PARTITION_KEYS)
+    for i, where, part in _mappings(p, raw_parts, "partitions", "'name' and 'nodes'", PARTITION_KEYS):
         pname = part.get("name")
         if not isinstance(pname, str) or not PARTITION_RE.match(pname):
             p.add(f"{where}.name", f"{pname!r} is not a valid partition name")

@@ -9,8 +9,10 @@ inside a node) come from the provider's Placement.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from provisioner.cluster.runner import Runner
 from provisioner.cluster.slurm import SlurmClient
 from provisioner.config.types import ClusterSpec
 from provisioner.verify.files import HostDirFiles, JobFiles
@@ -25,22 +27,21 @@ _PROBE = ("import importlib.util, json, sys\n"
           "print(json.dumps({m: ok(m) for m in sys.argv[1:]}))\n")
 
 
+@dataclass
 class VerifyTarget:
     """What the checks need to know about the cluster they run on."""
 
-    def __init__(self, name: str, description: str, spec: ClusterSpec, client: SlurmClient, files: JobFiles,
-                 python_bin: str, gpus_renumbered: bool, install_hint: str, log_hint: str, probe_runner=None):
-        self.name = name
-        self.description = description  # "local cluster 'x'", for the header line
-        self.spec = spec
-        self.client = client
-        self.files = files
-        self.python_bin = python_bin
-        self.gpus_renumbered = gpus_renumbered
-        self.install_hint = install_hint
-        self._log_hint = log_hint
-        self._probe_runner = probe_runner or client.runner  # a machine that runs the jobs' python
-        self._modules: Dict[str, bool] = {}
+    name: str
+    description: str  # "local cluster 'x'", for the header line
+    spec: ClusterSpec
+    client: SlurmClient
+    files: JobFiles
+    python_bin: str  # the bin directory with the python/torchrun the jobs run
+    gpus_renumbered: bool
+    install_hint: str
+    _log_hint: str
+    probe_runner: Optional[Runner] = None  # a machine that runs the jobs' python (default: the client's)
+    _modules: Dict[str, bool] = field(default_factory=dict)
 
     def cluster_path(self, path) -> str:
         return self.files.cluster_path(path)
@@ -49,7 +50,7 @@ class VerifyTarget:
         """The first of ``modules`` the jobs' python cannot import (None: all there)."""
         unknown = [m for m in modules if m not in self._modules]
         if unknown:
-            res = self._probe_runner.run([f"{self.python_bin}/python", "-c", _PROBE, *unknown], timeout=120)
+            res = (self.probe_runner or self.client.runner).run([f"{self.python_bin}/python", "-c", _PROBE, *unknown], timeout=120)
             self._modules.update(_parse_probe(res.stdout, unknown))
         return next((m for m in modules if not self._modules.get(m)), None)
 
@@ -82,4 +83,4 @@ def target_for(name: str) -> VerifyTarget:
         name=name, description=f"{cluster.state.backend} cluster '{name}'", spec=cluster.spec, client=cluster.client,
         files=HostDirFiles(pl.job_root, pl.job_root_in_cluster), python_bin=pl.python_bin,
         gpus_renumbered=pl.gpus_renumbered, install_hint=pl.install_hint,
-        log_hint=f"see 'simcluster export-logs DIR --name {name}' for every daemon's log")
+        _log_hint=f"see 'simcluster export-logs DIR --name {name}' for every daemon's log")

@@ -115,6 +115,35 @@ def maybe_break(step: int) -> None:
         time.sleep(10 ** 6)
 
 
+def train_regression(step, rank: int, steps: int, batch: int, device) -> List[float]:
+    """Train on every rank's own shard of one regression problem y = x . w* (w* the same on
+    every rank); ``step(x, y)`` runs one forward/backward/update and returns the loss.
+    Returns the loss averaged across ranks after each step."""
+    import torch
+    w_true = torch.randn(16, 1, generator=torch.Generator().manual_seed(7))
+    gen = torch.Generator().manual_seed(rank)
+    losses = []
+    for i in range(steps):
+        maybe_break(i)
+        x = torch.randn(batch, 16, generator=gen)
+        loss = step(x.to(device), (x @ w_true).to(device))
+        losses.append(mean_across_ranks(loss.item(), device))
+    return losses
+
+
+def plain_step(model, opt):
+    """A step for train_regression: MSE loss, backward, optimizer step."""
+    import torch
+
+    def step(x, y):
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
 def emit(result: Dict) -> None:
     """Rank 0 prints the one result line verify parses."""
     if dist.get_rank() == 0:

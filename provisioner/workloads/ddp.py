@@ -33,21 +33,7 @@ def main() -> None:
     ddp = DDP(model, device_ids=[device.index] if dev["cuda"] else None)
     opt = torch.optim.SGD(ddp.parameters(), lr=0.05, momentum=0.9)
 
-    # Every rank draws its own shard of a shared regression problem y = x . w*.
-    g = torch.Generator().manual_seed(7)
-    w_true = torch.randn(16, 1, generator=g)
-    gen = torch.Generator().manual_seed(rank)
-    losses = []
-    for step in range(steps):
-        c.maybe_break(step)
-        x = torch.randn(64, 16, generator=gen)
-        y = x @ w_true
-        x, y = x.to(device), y.to(device)
-        loss = nn.functional.mse_loss(ddp(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(c.mean_across_ranks(loss.item(), device))
+    losses = c.train_regression(c.plain_step(ddp, opt), rank, steps, 64, device)
 
     sums = c.gather(c.checksum([p for p in model.parameters()]))
     c.emit({

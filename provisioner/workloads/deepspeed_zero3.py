@@ -64,18 +64,12 @@ def main() -> None:
     shard = {"params": len(facts), "partitioned": sum(1 for f in facts if f["local"] < f["full"]),
              "local_numel": sum(f["local"] for f in facts), "full_numel": sum(f["full"] for f in facts)}
 
-    g = torch.Generator().manual_seed(7)
-    w_true = torch.randn(16, 1, generator=g)
-    gen = torch.Generator().manual_seed(rank)
-    losses = []
-    for step in range(steps):
-        c.maybe_break(step)
-        x = torch.randn(32, 16, generator=gen)
-        x, y = x.to(device), (x @ w_true).to(device)
+    def step(x, y):
         loss = nn.functional.mse_loss(engine(x), y)
         engine.backward(loss)
         engine.step()
-        losses.append(c.mean_across_ranks(loss.item(), device))
+        return loss
+    losses = c.train_regression(step, rank, steps, 32, device)
 
     c.emit({
         "workload": "deepspeed", "zero_stage": engine.zero_optimization_stage(), "world_size": world,

@@ -61,19 +61,7 @@ def main() -> None:
     model = build(device)
     facts = c.gather(shard_facts(model))
     opt = torch.optim.Adam(model.parameters(), lr=0.01)
-    g = torch.Generator().manual_seed(7)
-    w_true = torch.randn(16, 1, generator=g)
-    gen = torch.Generator().manual_seed(rank)
-    losses = []
-    for step in range(steps):
-        c.maybe_break(step)
-        x = torch.randn(64, 16, generator=gen)
-        x, y = x.to(device), (x @ w_true).to(device)
-        loss = nn.functional.mse_loss(model(x), y)
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(c.mean_across_ranks(loss.item(), device))
+    losses = c.train_regression(c.plain_step(model, opt), rank, steps, 64, device)
 
     # Distributed checkpoint: every rank writes its own shards, then a fresh model loads them.
     dcp.save({"model": get_model_state_dict(model)}, checkpoint_id=ckpt_dir)
