@@ -69,6 +69,15 @@ class RenderInputs:
     accounting: Optional[AccountingInputs] = None
 
 
+# Slurm's failure-detection timeouts (seconds) per spec.failure_detection; docs/faults.md
+# has the trade-off. slurmctld pings every node each SlurmdTimeout/3 s, so with "fast" a
+# killed slurmd is noticed in ~2 s and its node is DOWN 5 s after its last answer.
+TIMEOUTS = {
+    "normal": {"slurmctld": 30, "slurmd": 60, "message": 10},
+    "fast": {"slurmctld": 30, "slurmd": 5, "message": 5},
+}
+
+
 def _default_accounting(inputs: RenderInputs) -> AccountingInputs:
     """Slurm's and MySQL's default ports, moved up past any port a node or slurmctld has."""
     used = {inputs.controller_port, *inputs.node_ports.values()}
@@ -131,6 +140,7 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         "nss_wrapper_lib": inputs.nss_wrapper_lib or "",
         "state_dir": str(layout.root),
         "accounting": asdict(inputs.accounting or _default_accounting(inputs)) if spec.accounting else None,
+        "timeouts": dict(TIMEOUTS[spec.failure_detection]),
     }
     ctx.update(inputs.extra_context)
     return ctx

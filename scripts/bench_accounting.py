@@ -116,9 +116,8 @@ def main() -> None:
     if docker:
         lines += [
             "",
-            "On docker, MariaDB and slurmdbd start inside the controller container before slurmctld "
-            "(docker/entrypoint.sh), so their time shows up in 'waiting for 2 nodes to be idle'; the same "
-            "Slurm protocol costs as on the local backend apply (below).",
+            "On docker the same steps run inside the controller container (through docker exec), so the "
+            "step table reads the same; the same Slurm protocol costs as on the local backend apply (below).",
         ]
     lines += [
         "",

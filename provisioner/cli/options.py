@@ -29,6 +29,9 @@ _SPEC_FLAGS = (
     (("--accounting",), "accounting", dict(is_flag=True, default=None,
                                            help="Add slurmdbd with a private MariaDB: sacct, sacctmgr, sshare "
                                                 "and fair-share work.")),
+    (("--fast-failure",), "fast_failure", dict(is_flag=True, default=None,
+                                               help="Detect dead nodes fast: SlurmdTimeout=5, a killed node is DOWN "
+                                                    "within ~10 s (failureDetection: fast; see docs/faults.md).")),
     (("--config", "-c"), "config_path", dict(metavar="FILE", help="Cluster spec YAML (apiVersion: simcluster/v1); "
                                                                   "flags override it.")),
     (("--wait",), "wait", dict(type=float, metavar="SECONDS",
@@ -52,10 +55,12 @@ def load_spec_from_options(name: Optional[str], options: Dict):
     from provisioner.config import load_spec
     overrides = {"name": name}
     for key in SPEC_KEYWORDS:
-        if key in ("config_path", "fake_gpus"):
+        if key in ("config_path", "fake_gpus", "fast_failure"):
             continue
         if key in options:
             overrides[key] = options[key]
+    if options.get("fast_failure"):
+        overrides["failureDetection"] = "fast"
     fake = fake_gpus_value(options.get("fake_gpus"))
     if fake is not None:
         overrides["fakeGpus"] = fake

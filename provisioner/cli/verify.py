@@ -44,7 +44,7 @@ def run_and_report(name: str, suite: str, as_json: bool, junit, timeout, target=
     if run.failed:
         logs = target.log_hint("slurmctld") if target is not None else \
             f"daemon logs: 'simcluster export-logs DIR --name {name}'"
-        where = f" on the cluster's hosts" if target is not None else ""
+        where = " on the cluster's hosts" if target is not None else ""
         print(f"FAILED: job scripts and full outputs are in {run.run_dir}{where}; {logs}", file=stream)
     if junit:
         write_junit(junit, name, run.results, run.seconds)

@@ -66,8 +66,10 @@ class Runner:
         return its pid (as this runner's machine numbers it)."""
         raise NotImplementedError
 
-    def pids_alive(self, pids: Iterable[int]) -> Dict[int, bool]:
-        """Which of ``pids`` run (a zombie is dead). Every pid is False when the machine is gone."""
+    def pids_alive(self, pids: Iterable[int], marker: Optional[str] = None) -> Dict[int, bool]:
+        """Which of ``pids`` run (a zombie is dead). Every pid is False when the machine is gone.
+        With ``marker`` ("VAR=value"), a pid counts only if that line is in its environment:
+        after a reboot or a container restart a recorded pid may be another process."""
         raise NotImplementedError
 
     def kill(self, pids: Iterable[int], sig: int = signal.SIGKILL) -> None:
@@ -125,6 +127,30 @@ def process_alive(pid: Optional[int]) -> bool:
     return state not in (b"Z", b"X")
 
 
+def has_marker(pid: int, marker: str) -> bool:
+    """Is ``marker`` ("VAR=value") a line of the environment of ``pid`` on this host? A process
+    of another user (unreadable environment) never is."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return marker.encode() in f.read().split(b"\0")
+    except OSError:
+        return False
+
+
+# For runners that ask over a shell (containers, SSH): "<pid> <1|0>" per pid; 1 = runs, is
+# no zombie, and (with a marker as $1, "" for none) has the marker in its environment.
+PIDS_ALIVE_SCRIPT = (
+    'm="$1"; shift; for p in "$@"; do s=$(sed "s/.*) //" /proc/$p/stat 2>/dev/null | cut -c1); '
+    'case "$s" in ""|Z|X) echo "$p 0"; continue;; esac; '
+    'if [ -n "$m" ] && ! { tr "\\0" "\\n" </proc/$p/environ; } 2>/dev/null | grep -qxF -- "$m"; then echo "$p 0"; '
+    'else echo "$p 1"; fi; done')
+
+
+def parse_pids_alive(stdout: str, pids: List[int]) -> Dict[int, bool]:
+    seen = dict(line.split() for line in stdout.splitlines() if len(line.split()) == 2)
+    return {p: seen.get(str(p)) == "1" for p in pids}
+
+
 def find_binary(name: str) -> Optional[str]:
     """``name`` on PATH, else in /usr/sbin or /sbin (not on an unprivileged user's PATH)."""
     if "/" in name:
@@ -168,9 +194,10 @@ class HostRunner(Runner):
         _started.append(proc)  # keep the Popen: its __del__ would otherwise warn "still running"
         return proc.pid
 
-    def pids_alive(self, pids) -> Dict[int, bool]:
+    def pids_alive(self, pids, marker=None) -> Dict[int, bool]:
         reap_children()
-        return {pid: bool(pid) and process_alive(pid) for pid in pids}
+        return {pid: bool(pid) and process_alive(pid) and (marker is None or has_marker(pid, marker))
+                for pid in pids}
 
     def kill(self, pids, sig=signal.SIGKILL) -> None:
         for pid in pids:

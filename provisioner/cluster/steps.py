@@ -30,7 +30,6 @@ class UpRun:
     progress: Callable[[str], None]
     timeout: float  # --wait: how long the readiness gates wait
     db_password: str = field(default_factory=accounting.new_password)
-    started_at: float = field(default_factory=time.monotonic)
 
 
 @dataclass(frozen=True)

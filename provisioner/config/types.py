@@ -41,6 +41,7 @@ class ClusterSpec:
     image: Optional[str] = None  # docker backend: node image (default: the built one)
     privileged: bool = False  # docker backend: run containers --privileged
     accounting: bool = False  # slurmdbd + a private MariaDB: sacct, sacctmgr, fair-share
+    failure_detection: str = "normal"  # "fast": a dead node is DOWN within ~10 s (docs/faults.md)
 
     @property
     def all_gpus(self) -> List[int]:
@@ -78,4 +79,5 @@ class ClusterSpec:
                    fake_gpus=d["fake_gpus"], controller_port=d.get("controller_port"),
                    slurm_conf_extra=tuple(d.get("slurm_conf_extra", ())),
                    wait=d.get("wait", 60.0), image=d.get("image"), privileged=d.get("privileged", False),
-                   accounting=d.get("accounting", False))
+                   accounting=d.get("accounting", False),
+                   failure_detection=d.get("failure_detection", "normal"))

@@ -22,7 +22,9 @@ MAX_NODES = 1024
 
 TOP_KEYS = {"apiVersion", "kind", "name", "backend", "nodes", "nodePrefix", "gpus", "fakeGpus",
             "cpus", "memory", "controllerPort", "partitions", "slurmConf", "wait", "image",
-            "privileged", "accounting"}
+            "privileged", "accounting", "failureDetection"}
+# normal: Slurm's test-cluster timeouts; fast: a dead node is DOWN in ~10 s (docs/faults.md).
+FAILURE_DETECTION = ("normal", "fast")
 NODE_KEYS = {"name", "gpus", "cpus", "memory", "port"}
 PARTITION_KEYS = {"name", "nodes", "default", "maxTime"}
 
@@ -149,12 +151,17 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
         p.add("accounting", f"expected true or false, got {accounting!r}")
         accounting = False
 
+    failure_detection = raw.get("failureDetection", "normal")
+    if failure_detection not in FAILURE_DETECTION:
+        p.add("failureDetection", f"expected one of {', '.join(FAILURE_DETECTION)}, got {failure_detection!r}")
+        failure_detection = "normal"
+
     if p.items:
         raise ConfigError(p.items, source)
     return ClusterSpec(name=name, backend=backend, nodes=tuple(nodes), partitions=tuple(partitions),
                        fake_gpus=fake_gpus, controller_port=controller_port,
                        slurm_conf_extra=tuple(extra), wait=float(wait), image=image, privileged=privileged,
-                       accounting=accounting)
+                       accounting=accounting, failure_detection=failure_detection)
 
 
 def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory: int) -> List[NodeSpec]:

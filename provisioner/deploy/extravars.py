@@ -108,6 +108,9 @@ def build_extravars(config_path: Optional[str], inventory: Inventory) -> Dict[st
                                       "max_time": p.max_time} for p in spec.partitions]
     if "slurmConf" in raw:
         extra["slurm_extra_lines"] = list(spec.slurm_conf_extra)
+    if "failureDetection" in raw:
+        from provisioner.render import TIMEOUTS
+        extra["slurm_timeouts"] = dict(TIMEOUTS[spec.failure_detection])
     if "fakeGpus" in raw:
         extra["slurm_fake_gpus"] = spec.fake_gpus
     if spec.controller_port:

@@ -7,7 +7,6 @@ CheckFailed/CheckSkipped/JobError. The job scripts are templates in workloads/ba
 from __future__ import annotations
 
 import time
-from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
 from provisioner.config.types import ClusterSpec

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import re
 import socket
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
@@ -18,12 +17,6 @@ if TYPE_CHECKING:
 
 WORKLOADS_DIR = Path(__file__).resolve().parents[1] / "workloads"
 _PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
-
-
-def python_bin_dir() -> Path:
-    """The bin directory of the Python running verify (its venv, unresolved): jobs run on
-    this same host, so they use its python and torchrun."""
-    return Path(sys.executable).parent
 
 
 def free_port() -> int:

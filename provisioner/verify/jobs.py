@@ -13,7 +13,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Sequence
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 
 POLL_S = 0.2
@@ -44,7 +44,6 @@ class JobView:
 
     job_id: str
     tasks: Dict[str, TaskState] = field(default_factory=dict)
-    seen_at: float = 0.0
     gone: bool = False  # no longer listed (purged after MinJobAge)
 
     @property
@@ -63,16 +62,19 @@ class JobView:
                          for t in sorted(self.tasks.values(), key=lambda t: t.task_id))
 
 
+if TYPE_CHECKING:
+    from provisioner.cluster.slurm import SlurmClient
+
+
 class JobTracker:
     """Follows every job verify submitted with one squeue call per poll."""
 
-    def __init__(self, client: SlurmClient):
+    def __init__(self, client: "SlurmClient"):
         self.client = client
         self._views: Dict[str, JobView] = {}
         self._cond = threading.Condition()
         self._thread: Optional[threading.Thread] = None
         self._stop = False
-        self.last_error = ""
 
     # -- lifecycle ------------------------------------------------------------------------
     def start(self) -> None:
@@ -120,10 +122,8 @@ class JobTracker:
     def _poll(self, ids: List[str]) -> None:
         proc = self.client.run(["squeue", "--noheader", "--array", "--states=all", f"--jobs={','.join(ids)}",
                                 "--format=%A|%i|%T|%r"], timeout=15)
-        now = time.monotonic()
         if proc.returncode != 0:
             # One purged id makes squeue refuse the whole list: ask for each alone.
-            self.last_error = proc.stderr.strip()
             if len(ids) > 1:
                 for one in ids:
                     self._poll([one])
@@ -131,7 +131,7 @@ class JobTracker:
             if "Invalid job id" in proc.stderr:
                 with self._cond:
                     view = self._views[ids[0]]
-                    view.gone, view.seen_at = True, now
+                    view.gone = True
             return
         seen: Dict[str, Dict[str, TaskState]] = {}
         for line in proc.stdout.splitlines():
@@ -142,9 +142,9 @@ class JobTracker:
             for job_id in ids:
                 view = self._views[job_id]
                 if job_id in seen:
-                    view.tasks, view.seen_at = seen[job_id], now
+                    view.tasks = seen[job_id]
                 elif view.tasks:
-                    view.gone, view.seen_at = True, now  # purged after it ended
+                    view.gone = True  # purged after it ended
 
     # -- waiting --------------------------------------------------------------------------
     def wait(self, job_id: str, timeout: float,

@@ -21,7 +21,8 @@ from typing import Dict, List, Optional, Tuple
 from docker.errors import DockerException
 from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
 
-from provisioner.cluster.runner import DEFAULT_TIMEOUT, NOT_FOUND, TIMED_OUT, Result, Runner
+from provisioner.cluster.runner import (DEFAULT_TIMEOUT, NOT_FOUND, PIDS_ALIVE_SCRIPT, TIMED_OUT, Result, Runner,
+                                        parse_pids_alive)
 from provisioner.providers.docker.engine import client
 
 
@@ -95,21 +96,14 @@ class DockerExecRunner(Runner):
         except (ValueError, IndexError):
             return 0
 
-    def pids_alive(self, pids) -> Dict[int, bool]:
+    def pids_alive(self, pids, marker=None) -> Dict[int, bool]:
         pids = [int(p) for p in pids if p]
-        alive = {pid: False for pid in pids}
         if not pids:
-            return alive
-        # One exec for all of them; a pid without a stat file is gone.
-        rc, out, _ = self._exec(["cat", *[f"/proc/{p}/stat" for p in pids]], timeout=10)
-        for line in out.decode(errors="replace").splitlines():
-            head, _, rest = line.rpartition(")")
-            fields = head.split(" (", 1)
-            if fields[0].strip().isdigit() and rest:
-                pid = int(fields[0])
-                if pid in alive:
-                    alive[pid] = rest.split()[0] not in ("Z", "X")  # a zombie is dead
-        return alive
+            return {}
+        # One exec for all of them. After a container restart every recorded pid is stale and
+        # may now number another process: the marker tells ours apart.
+        rc, out, _ = self._exec(["sh", "-c", PIDS_ALIVE_SCRIPT, "sh", marker or "", *map(str, pids)], timeout=10)
+        return parse_pids_alive(out.decode(errors="replace"), pids)
 
     def kill(self, pids, sig=signal.SIGKILL) -> None:
         pids = [str(int(p)) for p in pids if p]

@@ -138,7 +138,7 @@ def srun_on_nodes(client: SlurmClient, part: Optional[str], nodes: List[str], ar
                   stdin: Optional[str] = None, timeout: float = 60.0, label: bool = False):
     """One task on each of ``nodes`` running ``argv`` (stdin, if any, goes to every task)."""
     cmd = ["srun", "--quiet", f"--nodes={len(nodes)}", f"--nodelist={','.join(nodes)}", "--ntasks-per-node=1",
-           "--mem=16M", "--time=5", f"--job-name=simcluster-ssh-io"]
+           "--mem=16M", "--time=5", "--job-name=simcluster-ssh-io"]
     if part:
         cmd.append(f"--partition={part}")
     if stdin is not None:

@@ -12,7 +12,7 @@ import shlex
 import signal
 from typing import Dict, List, Optional
 
-from provisioner.cluster.runner import DEFAULT_TIMEOUT, Result, Runner
+from provisioner.cluster.runner import DEFAULT_TIMEOUT, PIDS_ALIVE_SCRIPT, Result, Runner, parse_pids_alive
 from provisioner.errors import UsageError
 from provisioner.providers.ssh.session import SSHSession
 
@@ -53,16 +53,12 @@ class SSHRunner(Runner):
         # the Ansible roles; simcluster never starts one over SSH.
         raise UsageError(f"starting daemons over SSH is not supported ({self.where}): 'simcluster deploy' does that")
 
-    def pids_alive(self, pids) -> Dict[int, bool]:
+    def pids_alive(self, pids, marker=None) -> Dict[int, bool]:
         pids = [int(p) for p in pids]
         if not pids:
             return {}
-        # A zombie is dead: state Z/X in /proc/PID/stat, field 3 after the "(comm)".
-        script = ('for p in "$@"; do s=$(sed "s/.*) //" /proc/$p/stat 2>/dev/null | cut -c1); '
-                  'case "$s" in ""|Z|X) echo "$p 0";; *) echo "$p 1";; esac; done')
-        res = self.run(["sh", "-c", script, "sh", *map(str, pids)], timeout=15)
-        seen = dict(line.split() for line in res.stdout.splitlines() if len(line.split()) == 2)
-        return {p: seen.get(str(p)) == "1" for p in pids}
+        res = self.run(["sh", "-c", PIDS_ALIVE_SCRIPT, "sh", marker or "", *map(str, pids)], timeout=15)
+        return parse_pids_alive(res.stdout, pids)
 
     def kill(self, pids, sig=signal.SIGKILL) -> None:
         pids = [str(int(p)) for p in pids]
