@@ -19,7 +19,7 @@ from provisioner.cluster.handle import Cluster
 from provisioner.cluster.state import ClusterState, all_states, locked
 from provisioner.cluster.steps import UpRun, run_steps
 from provisioner.config.types import ClusterSpec
-from provisioner.errors import ClusterConflict, ClusterNotFound
+from provisioner.errors import ClusterConflict, ClusterNotFound, SimclusterError
 from provisioner.paths import ClusterLayout
 from provisioner.providers import Provider, provider_named, registered_providers
 
@@ -139,13 +139,18 @@ def list_clusters() -> List[Dict]:
     names = set()
     for st in all_states():
         cluster = Cluster(st, provider_named(st.backend))
-        machines = cluster.provider.machines_running(st)
-        alive = cluster.daemons_alive()
-        up_count = sum(alive.values())
-        if up_count == len(alive) and st.phase == "running" and all(machines.values()):
-            status = "running"
+        try:
+            machines = cluster.provider.machines_running(st)
+            alive = cluster.daemons_alive()
+        except SimclusterError as exc:  # e.g. docker clusters while no engine runs: list the rest
+            machines, alive = {}, {}
+            status = f"unknown ({exc.message})"
         else:
-            status = "stopped" if up_count == 0 else "degraded"
+            up_count = sum(alive.values())
+            if up_count == len(alive) and st.phase == "running" and all(machines.values()):
+                status = "running"
+            else:
+                status = "stopped" if up_count == 0 else "degraded"
         result.append({"name": st.name, "backend": st.backend, "nodes": len(cluster.spec.nodes), "status": status,
                        "state_dir": st.root})
         names.add(st.name)
