@@ -1,4 +1,7 @@
-"""The docker backend with a real dockerd: image from nothing, clusters of containers, cleanup."""
+"""The docker backend with a real dockerd: image from nothing, clusters of containers, cleanup.
+
+What every backend must do the same is in tests/contract; here: what is particular to docker.
+"""
 
 from __future__ import annotations
 
@@ -78,17 +81,12 @@ def test_docker_cluster_runs_jobs_and_resolves_node_names(docker_cluster, sim_ho
     assert "master=node1" in text
     assert "node1 resolves node1" in text and "node2 resolves node1" in text
 
-    listing = run_cli(["list"], sim_home, check=True).stdout
-    assert name in listing and "docker" in listing
-
     bundle = sim_home / "bundle"
     run_cli(["export-logs", str(bundle), "--name", name], sim_home, check=True)
     assert (bundle / "docker-inspect.json").exists()
     assert (bundle / "containers" / f"simcluster-{name}-ctl.log").exists()
-    # The shared bundle's daemon logs, read from inside each container.
-    for log in ("slurmctld.log", "slurmd-node1.log", "slurmd-node2.log", "munged.log", "munged-node2.log"):
-        assert (bundle / "logs" / log).is_file(), log
-    assert "NodeName=node2" in (bundle / "scontrol-show-node.txt").read_text()
+    # Each container runs its own munged: its log is in the bundle too (the rest: tests/contract).
+    assert (bundle / "logs" / "munged-node2.log").is_file()
 
 
 def test_two_docker_clusters_side_by_side_and_down_removes_only_its_own(docker_cluster, sim_home):
@@ -106,18 +104,6 @@ def test_two_docker_clusters_side_by_side_and_down_removes_only_its_own(docker_c
         assert sorted(out.stdout.split()) == ["node1", "node2"]
     finally:
         subprocess.run(["docker", "rm", "-f", bystander], stdout=subprocess.DEVNULL)
-
-
-def test_docker_up_failure_cleans_up(sim_home):
-    name = f"d{uuid.uuid4().hex[:6]}"
-    spec = sim_home / "bad.yaml"
-    spec.write_text(f"apiVersion: simcluster/v1\nkind: Cluster\nname: {name}\nbackend: docker\nnodes: 1\n"
-                    "slurmConf: ['NoSuchSlurmOption=1']\n")
-    proc = run_cli(["up", "--config", str(spec), "--wait", "20"], sim_home, timeout=300)
-    assert proc.returncode == 1, proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert docker_ids(f"label={LABEL}={name}") == [] and networks(name) == []
-    assert not (sim_home / name).exists()
 
 
 def _sacct_rows(name: str, sim_home, job_ids) -> dict:
