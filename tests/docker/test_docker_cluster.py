@@ -130,7 +130,7 @@ def test_docker_cluster_with_accounting(docker_cluster, sim_home, tmp_path):
     ok = run_cli(["exec", "--name", name, "--", "sbatch", "--wait", "--parsable", "-N2", "--wrap", "srun true"],
                  sim_home, check=True).stdout.strip()
     bad = run_cli(["exec", "--name", name, "--", "sbatch", "--wait", "--parsable", "--wrap", "exit 3"], sim_home)
-    assert bad.returncode != 0
+    assert bad.returncode == 3, bad.stderr  # sbatch --wait exits with the job's exit code
     bad_id = bad.stdout.strip()
     rows = _sacct_rows(name, sim_home, [ok, bad_id])
     assert rows.get(ok) == ("COMPLETED", "0:0") and rows.get(bad_id) == ("FAILED", "3:0"), rows

@@ -18,7 +18,7 @@ from provisioner.config.validate import validate
 from provisioner.paths import ClusterLayout
 from provisioner.render import RenderInputs, build_context, render_all
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 
 
@@ -33,7 +33,7 @@ def run_render_check(tmp_path: Path, inventory: str, extra: dict) -> Path:
     env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible" / "ansible.cfg"),
                ANSIBLE_ROLES_PATH=str(REPO / "ansible" / "roles"),
                ANSIBLE_FILTER_PLUGINS=str(REPO / "ansible" / "filter_plugins"), ANSIBLE_NOCOLOR="1")
-    proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inv), str(REPO / "tests" / "ansible" / "render_check.yml"),
+    proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inv), str(Path(__file__).with_name("render_check.yml")),
                            "-e", f"@{extra_file}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:]
