@@ -58,5 +58,13 @@ def command(ctx, name, as_json, ssh, ssh_key, known_hosts, insecure_host_key):
         for n in st["nodes"]:
             gpus = ",".join(map(str, n["gpus"])) or "-"
             click.echo(f"  {n['name']:<14} {n['state']:<12} {n['cpus'] or '-':>5} {_fmt_mem(n['memory_mb']):>8}  "
-                       f"{gpus:<10} {n['port'] or '-':>5}  {alive(n['slurmd_alive']):<6}  {n['reason']}")
+                       f"{gpus:<10} {n['port'] or '-':>5}  {alive(n['slurmd_alive']):<6}  "
+                       f"{n['reason']}{' [' + n['problem'] + ']' if n.get('problem') else ''}")
+        for f in st.get("faults") or []:
+            import time as _time
+            click.echo(f"  fault: {f['what']}{' ' + f['node'] if f.get('node') else ''}"
+                       f"{' (' + f['reason'] + ')' if f.get('reason') else ''} since "
+                       f"{_time.strftime('%H:%M:%S', _time.localtime(f['since']))}")
+        for h in st.get("hints") or []:
+            click.echo(f"  hint: {h}")
     ctx.exit(0 if st["healthy"] else 1)

@@ -11,7 +11,9 @@ from provisioner.cli.options import load_spec_from_options, spec_options
 @click.option("--name", "-n", default=None, metavar="NAME", help="Cluster name  [default: default]")
 @spec_options()
 @click.option("--retain", is_flag=True, help="On failure keep what was started, for debugging.")
-def command(name, retain, **options):
+@click.option("--recreate", is_flag=True, help="Delete an existing cluster of this name (jobs, state, accounting) "
+                                               "and create it anew.")
+def command(name, retain, recreate, **options):
     """Create a cluster: a private munged, slurmctld, one slurmd per node.
 
     \b
@@ -24,9 +26,12 @@ def command(name, retain, **options):
       simcluster up --nodes 2 --accounting            # + slurmdbd and MariaDB: sacct, sshare
 
     Every job step sees its node's physical GPU ids in CUDA_VISIBLE_DEVICES, and node
-    names resolve inside jobs. Running `up` again with the same spec does nothing.
+    names resolve inside jobs. Running `up` again with the same spec does nothing, or, if
+    daemons died (a crash, a reboot, `simcluster fault`), restarts them in place: same ports,
+    state, munge key and database; queued jobs and accounting are kept. Only --recreate or
+    `simcluster down` wipe a cluster.
     """
     from provisioner.cluster.lifecycle import up
     from provisioner.providers import provider_named
     spec = load_spec_from_options(name, options)
-    click.echo(up(spec, provider_named(spec.backend), retain=retain))
+    click.echo(up(spec, provider_named(spec.backend), retain=retain, recreate=recreate))

@@ -60,8 +60,15 @@ class Cluster:
         """What every daemon gets in its environment: the cluster's config and the marker."""
         return {"SLURM_CONF": self.paths.slurm_conf, MARKER_VAR: self.state.root}
 
+    @property
+    def marker(self) -> str:
+        """The environment line every process of this cluster carries."""
+        return f"{MARKER_VAR}={self.state.root}"
+
     def daemons_alive(self, keys: Optional[List[str]] = None) -> Dict[str, bool]:
-        """{daemon key: alive}, asking each machine once (a machine that is gone: all dead)."""
+        """{daemon key: alive}, asking each machine once (a machine that is gone: all dead).
+        A recorded pid counts only while it is still our daemon (its environment carries the
+        marker): after a reboot or a container restart it may be another process."""
         keys = list(self.state.pids) if keys is None else keys
         by_runner: Dict[str, List[str]] = {}
         for key in keys:
@@ -69,10 +76,22 @@ class Cluster:
         alive: Dict[str, bool] = {}
         for rkey, daemons in by_runner.items():
             pids = [self.state.pids[d] for d in daemons if self.state.pids.get(d)]
-            seen = self.runner(rkey).pids_alive(pids) if pids else {}
+            seen = self.runner(rkey).pids_alive(pids, self.marker) if pids else {}
             for d in daemons:
                 alive[d] = seen.get(self.state.pids.get(d, 0), False)
         return alive
+
+    def signal_daemons(self, keys: List[str], sig: int) -> List[str]:
+        """Send ``sig`` to each of ``keys`` that is alive and ours (never to a stale pid that
+        now belongs to another process); return the keys signalled."""
+        alive = self.daemons_alive(keys)
+        by_runner: Dict[str, List[int]] = {}
+        for key in keys:
+            if alive.get(key):
+                by_runner.setdefault(ClusterState.runner_key(key), []).append(self.state.pids[key])
+        for rkey, pids in by_runner.items():
+            self.runner(rkey).kill(pids, sig)
+        return [k for k in keys if alive.get(k)]
 
     def log_tail(self, daemon: str, lines: int = 20) -> str:
         """The last lines of a daemon's log file, read where the daemon runs."""

@@ -37,7 +37,7 @@ class ClusterState:
     # "mariadbd" on the controller; "slurmd:<node>" (and "munged:<node>" where each node
     # has its own munged) on that node's runner.
     pids: Dict[str, int] = field(default_factory=dict)
-    phase: str = "starting"  # starting -> running
+    phase: str = "starting"  # starting -> running <-> stopped (simcluster stop / start)
     created: float = field(default_factory=time.time)
     nss_wrapper_lib: Optional[str] = None
     # accounting: true only (defaults keep older state files loadable).
@@ -45,6 +45,8 @@ class ClusterState:
     slurmdbd_port: Optional[int] = None
     # What the provider keeps about the machines it made (docker: image, network, shared dir).
     provider_data: Dict = field(default_factory=dict)
+    # Faults injected with `simcluster fault` and not undone yet: {"what", "node", "since", ...}.
+    faults: List[Dict] = field(default_factory=list)
     version: int = STATE_VERSION
 
     @property

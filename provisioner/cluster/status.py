@@ -14,6 +14,7 @@ from typing import Dict, List, Optional
 from provisioner.cluster import accounting
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.placement import CONTROLLER
+from provisioner.cluster.repair import hung_nodes
 
 
 @dataclass
@@ -28,6 +29,8 @@ class NodeStatus:
     memory_mb: Optional[int]
     port: Optional[int]
     slurmd_alive: bool
+    # Why the node is not well and what to do (a slurmd alive but not answering, a fault).
+    problem: str = ""
 
 
 @dataclass
@@ -52,6 +55,9 @@ class ClusterStatus:
     munged: DaemonStatus
     accounting: Dict
     nodes: List[NodeStatus] = field(default_factory=list)
+    # Faults injected with `simcluster fault` and still in effect: {what, node, since, ...}.
+    faults: List[Dict] = field(default_factory=list)
+    hints: List[str] = field(default_factory=list)
 
     def to_dict(self) -> Dict:
         return asdict(self)
@@ -71,11 +77,31 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
             name=n.name, host=cluster.runner(n.name).where, state=ns.state if ns else "unknown",
             reason=ns.reason if ns else "", ready=bool(ns and ns.ready), gpus=list(n.gpus), cpus=n.cpus,
             memory_mb=n.memory, port=st.node_ports.get(n.name), slurmd_alive=alive.get(f"slurmd:{n.name}", False)))
+    paused = {f.get("node") for f in st.faults if f.get("what") == "pause"}
+    hints: List[str] = []
+    hung = set(hung_nodes(cluster, alive, states)) if states is not None else set()
+    for ns in nodes:
+        if ns.name in paused:
+            ns.problem = "paused by 'simcluster fault pause'"
+        elif ns.name in hung:
+            ns.problem = "slurmd alive but not answering slurmctld"
+        elif not ns.slurmd_alive and st.phase == "running":
+            ns.problem = "slurmd is dead"
+    if hung:
+        hints.append(f"slurmd of {', '.join(sorted(hung))} runs but does not answer: 'simcluster up --name "
+                     f"{st.name}' (or 'simcluster fault heal') restarts it; its log: "
+                     f"{pl.paths.daemon_log('slurmd-' + sorted(hung)[0])}")
+    if st.phase == "running" and not all(alive.values()):
+        hints.append(f"dead daemons ({', '.join(k for k, ok in alive.items() if not ok)[:200]}): "
+                     f"'simcluster up --name {st.name}' restarts them in place, keeping jobs and state")
+    if st.faults:
+        hints.append(f"faults in effect: 'simcluster fault heal --name {st.name}' undoes them")
     munged_keys = [k for k in alive if k.startswith("munged")]
     acct = accounting.health(cluster, alive)
     running = st.phase == "running" and all(machines.values())
     healthy = running and all(alive.values()) and all(x.ready for x in nodes) and acct["healthy"]
     phase = st.phase if any(alive.values()) or st.phase != "running" else "stopped"
+    healthy = healthy and not hung
     return ClusterStatus(
         name=st.name, backend=st.backend, phase=phase, healthy=healthy, fake_gpus=spec.fake_gpus,
         state_dir=st.root, slurm_conf=pl.paths.slurm_conf,
@@ -85,4 +111,5 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
         munged=DaemonStatus(alive=bool(munged_keys) and all(alive[k] for k in munged_keys),
                             host=", ".join(cluster.runner(k.partition(":")[2] or CONTROLLER).where
                                            for k in munged_keys) or "?"),
-        accounting=acct, nodes=nodes)
+        accounting=acct, nodes=nodes, faults=[dict(f) for f in st.faults],
+        hints=hints if phase != "stopped" else [f"stopped: 'simcluster start --name {st.name}' brings it back"])

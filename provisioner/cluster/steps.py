@@ -95,7 +95,8 @@ def make_fake_gpus(up: UpRun) -> None:
     on_each_machine(c, [k for k, gpus in gpus_of.items() if gpus], make)
 
 
-def start_munged(up: UpRun) -> None:
+def start_munged(up: UpRun, machines: Optional[List[str]] = None) -> None:
+    """munged on each machine of ``machines`` (default: every machine that runs one)."""
     c = up.cluster
 
     def start(key: str) -> None:
@@ -104,7 +105,7 @@ def start_munged(up: UpRun) -> None:
         runner = c.runner(key)
         daemons.wait_usable(c, daemons.munged_key(key), "create its socket",
                             lambda: runner.exists(c.paths.munge_socket), 10.0)
-    on_each_machine(c, c.placement.munged_on, start)
+    on_each_machine(c, c.placement.munged_on if machines is None else machines, start)
 
 
 def start_slurmctld(up: UpRun) -> None:
@@ -114,40 +115,48 @@ def start_slurmctld(up: UpRun) -> None:
     daemons.wait_usable(c, "slurmctld", f"listen on port {port}", lambda: runner.listening(port), 20.0)
 
 
-def start_slurmds(up: UpRun) -> None:
-    """One `slurmd -N <node>` per virtual node, all started at once; readiness is checked later."""
+def start_slurmds(up: UpRun, nodes: Optional[List[str]] = None) -> None:
+    """One `slurmd -N <node>` per virtual node (default: all), all started at once; readiness
+    is checked later."""
     c = up.cluster
-    on_each_machine(c, c.node_names,
+    on_each_machine(c, c.node_names if nodes is None else nodes,
                     lambda node: daemons.start(c, f"slurmd:{node}", daemons.slurmd_argv(c, node),
                                                env=daemons.SLURMD_ENV))
 
 
-def wait_nodes_ready(up: UpRun) -> None:
+def responding(state: NodeState) -> bool:
+    """The node's slurmd answers slurmctld (idle, allocated, drained ...; not DOWN, not '*')."""
+    base = state.state.lower().split("+")[0].rstrip("*~#!%$@^-")
+    return not state.state.endswith("*") and base not in ("down", "unknown", "future")
+
+
+def wait_nodes_ready(up: UpRun, ready: Callable[[NodeState], bool] = lambda s: s.ready,
+                     adjective: str = "idle") -> None:
     c = up.cluster
     names = c.node_names
     client = c.client
 
     def check() -> Tuple[bool, Optional[Dict[str, NodeState]]]:
         states = client.node_states()
-        return states is not None and all(n in states and states[n].ready for n in names), states
+        return states is not None and all(n in states and ready(states[n]) for n in names), states
 
     def describe(states: Optional[Dict[str, NodeState]]) -> str:
         if states is None:
             return "slurmctld did not answer sinfo"
-        bad = [n for n in names if n not in states or not states[n].ready]
-        return f"nodes not ready ({len(bad)} of {len(names)}):\n" + format_node_table(states, bad[:20])
+        bad = [n for n in names if n not in states or not ready(states[n])]
+        return f"nodes not {adjective} ({len(bad)} of {len(names)}):\n" + format_node_table(states, bad[:20])
 
     def headline(states: Optional[Dict[str, NodeState]]) -> str:
-        bad = [n for n in names if not states or n not in states or not states[n].ready]
-        return f"{len(bad)} of {len(names)} nodes are not idle"
+        bad = [n for n in names if not states or n not in states or not ready(states[n])]
+        return f"{len(bad)} of {len(names)} nodes are not {adjective}"
 
     def logs() -> str:
         states = client.node_states() or {}
-        bad = [n for n in names if n not in states or not states[n].ready]
+        bad = [n for n in names if n not in states or not ready(states[n])]
         return "\n".join([c.log_tail("slurmctld", 15)] + [c.log_tail(f"slurmd:{n}", 15) for n in bad[:2]])
 
     # Bigger clusters: each sinfo costs more, so poll a little less often.
-    WaitStrategy(f"{len(names)} nodes to be idle", check, up.timeout, first_delay=0.01,
+    WaitStrategy(f"{len(names)} nodes to be {adjective}", check, up.timeout, first_delay=0.01,
                  max_delay=0.05 if len(names) <= 16 else 0.25, guard=_throttled(daemons.guard(c)),
                  describe=describe, logs=logs, headline=headline).wait()
 

@@ -15,6 +15,7 @@ from provisioner.cluster.placement import Placement
 from provisioner.cluster.runner import Runner
 from provisioner.cluster.state import ClusterState
 from provisioner.config.types import ClusterSpec
+from provisioner.errors import UsageError
 
 Progress = Callable[[str], None]
 
@@ -46,6 +47,27 @@ class Provider:
     def machines_running(self, state: ClusterState) -> Dict[str, bool]:
         """{machine: running} for machines that can be stopped as a whole (containers); {} if none."""
         return {}
+
+    # -- stop, start and faults (simcluster stop/start/fault) -------------------------------------
+    def start_machines(self, state: ClusterState, keys: List[str]) -> None:
+        """Start the stopped machines ``keys`` (as machines_running names them), state kept."""
+
+    def stop_machines(self, state: ClusterState) -> None:
+        """After the daemons were stopped: stop what is left of the cluster (job processes,
+        containers), keeping every file and the machines themselves."""
+
+    def node_pids(self, state: ClusterState, node: str) -> List[int]:
+        """The processes of virtual node ``node`` as its runner numbers them: its slurmd, its
+        slurmstepd and their job tasks (what dies with a crashed host)."""
+        raise UsageError(f"the {self.name} backend cannot list a node's processes")
+
+    def pause_machine(self, state: ClusterState, node: str) -> bool:
+        """Freeze node ``node``'s whole machine (docker pause); False where a node is no
+        machine of its own (the caller then stops the node's processes instead)."""
+        return False
+
+    def unpause_machine(self, state: ClusterState, node: str) -> bool:
+        return False
 
     def delete(self, state: ClusterState) -> List[int]:
         """Stop every process or container of the cluster and remove its machines and state

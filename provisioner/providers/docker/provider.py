@@ -190,6 +190,69 @@ class DockerProvider(Provider):
         keys = [CONTROLLER, *(n.name for n in state.cluster_spec.nodes)]
         return {k: found.get(container_name(state.name, None if k == CONTROLLER else k), False) for k in keys}
 
+    # -- stop, start and faults ------------------------------------------------------------------
+    def _container(self, state: ClusterState, key: str):
+        try:
+            return client().containers.get(container_name(state.name, None if key == CONTROLLER else key))
+        except DockerException as exc:
+            raise explain(exc, f"finding the container of {key}") from None
+
+    def start_machines(self, state: ClusterState, keys: List[str]) -> None:
+        def start(key: str) -> None:
+            c = self._container(state, key)
+            try:
+                if c.status == "paused":
+                    c.unpause()
+                elif c.status != "running":
+                    c.start()
+            except DockerException as exc:
+                raise explain(exc, f"starting container {c.name}") from None
+        if keys:
+            with ThreadPoolExecutor(max_workers=min(16, len(keys))) as pool:
+                list(pool.map(start, keys))
+
+    def stop_machines(self, state: ClusterState) -> None:
+        """Stop the containers (their files stay: StateSaveLocation, the database, logs)."""
+        def stop(c) -> None:
+            try:
+                if c.status == "paused":
+                    c.unpause()
+                c.stop(timeout=5)
+            except NotFound:
+                pass
+            except DockerException as exc:
+                raise explain(exc, f"stopping container {c.name}") from None
+        found = engine.containers_of(state.name)
+        if found:
+            with ThreadPoolExecutor(max_workers=min(16, len(found))) as pool:
+                list(pool.map(stop, found))
+
+    def node_pids(self, state: ClusterState, node: str) -> List[int]:
+        """slurmd, slurmstepd and job processes (SLURM_JOB_ID in their environment) in the node's container."""
+        script = ('for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] && continue; '
+                  'c=$({ tr "\\0" " " <$d/cmdline; } 2>/dev/null); '
+                  'case "$c" in slurmd\ *|slurmstepd*) echo $p; continue;; esac; '
+                  '{ tr "\\0" "\\n" <$d/environ; } 2>/dev/null | grep -q "^SLURM_JOB_ID=" && echo $p; done; true')
+        res = self.runner(state, node).run(["sh", "-c", script], timeout=20)
+        return sorted(int(x) for x in res.stdout.split() if x.isdigit())
+
+    def pause_machine(self, state: ClusterState, node: str) -> bool:
+        c = self._container(state, node)
+        try:
+            c.pause()
+        except DockerException as exc:
+            raise explain(exc, f"pausing container {c.name}") from None
+        return True
+
+    def unpause_machine(self, state: ClusterState, node: str) -> bool:
+        c = self._container(state, node)
+        try:
+            if c.status == "paused":
+                c.unpause()
+        except DockerException as exc:
+            raise explain(exc, f"unpausing container {c.name}") from None
+        return True
+
     # -- removal --------------------------------------------------------------------------------
     def delete(self, state: ClusterState) -> List[int]:
         self._remove(state.name)

@@ -80,3 +80,46 @@ def _reap() -> None:
             return
         if pid == 0:
             return
+
+
+def _unix_socket_paths(prefix: str) -> dict:
+    """{socket inode: path} of the listening unix sockets whose path starts with ``prefix``."""
+    found = {}
+    for line in _read("/proc/net/unix").decode(errors="replace").splitlines()[1:]:
+        fields = line.split()
+        if len(fields) >= 8 and fields[7].startswith(prefix):
+            found[fields[6]] = fields[7]
+    return found
+
+
+def node_pids(root: Path, node: str, slurmd_pid: int = 0) -> List[int]:
+    """The processes of virtual node ``node`` of the cluster in ``root``: its slurmd, the
+    slurmstepd that listen on a socket in the node's spool directory (slurmstepd carries
+    no node name, and is re-parented to init), and job tasks (SLURMD_NODENAME=<node>)."""
+    marker = f"{MARKER_VAR}={root}".encode()
+    node_env = f"SLURMD_NODENAME={node}".encode()
+    sockets = _unix_socket_paths(f"{root}/spool/{node}/")
+    found = set()
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        pid = int(entry)
+        env = _read(f"/proc/{pid}/environ").split(b"\0")
+        if marker not in env:
+            continue
+        if node_env in env or pid == slurmd_pid:
+            found.add(pid)
+        elif _read(f"/proc/{pid}/cmdline").startswith(b"slurmstepd"):
+            try:
+                fds = os.listdir(f"/proc/{pid}/fd")
+            except OSError:
+                continue
+            for fd in fds:
+                try:
+                    link = os.readlink(f"/proc/{pid}/fd/{fd}")
+                except OSError:
+                    continue
+                if link.startswith("socket:[") and link[8:-1] in sockets:
+                    found.add(pid)
+                    break
+    return sorted(p for p in found if pid_alive(p))

@@ -22,7 +22,7 @@ from provisioner.config.types import ClusterSpec
 from provisioner.providers.base import Progress, Provider
 from provisioner.providers.local import preflight
 from provisioner.providers.local.ports import allocate_ports
-from provisioner.providers.local.processes import cluster_pids, terminate
+from provisioner.providers.local.processes import cluster_pids, node_pids, terminate
 from provisioner.render import RenderInputs, render_hosts_file
 
 
@@ -98,6 +98,17 @@ class LocalProvider(Provider):
             survivors = terminate(pids, grace=0)
             known = []
         return survivors
+
+    def stop_machines(self, state: ClusterState) -> None:
+        """What is left once the daemons stopped (slurmstepd, job tasks): TERM, then KILL."""
+        for _ in range(2):
+            pids = cluster_pids(state.layout.root)
+            if not pids:
+                return
+            terminate(pids, grace=2.0)
+
+    def node_pids(self, state: ClusterState, node: str) -> List[int]:
+        return node_pids(state.layout.root, node, state.pids.get(f"slurmd:{node}", 0))
 
     def versions(self) -> Dict[str, str]:
         return {}

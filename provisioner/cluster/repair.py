@@ -1,0 +1,125 @@
+"""Bring an existing cluster back without losing anything: `up` on a broken cluster, `start`, `fault heal`.
+
+Nothing is written or created again: configs, the munge key, the database, the ports and
+StateSaveLocation stay as they are. Only daemons whose pid is dead (or that are ours no
+more: after a reboot a recorded pid may be another process) are started again, through
+the same start functions `up` uses; slurmctld starts without -c, so it recovers its
+saved jobs. A slurmd that is alive but does not answer slurmctld is killed and started
+again. A repair that fails leaves the cluster as it is (never deleted).
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Dict, List, Optional
+
+from provisioner.cluster import accounting, daemons, steps
+from provisioner.cluster.handle import Cluster
+from provisioner.cluster.slurm import NodeState
+from provisioner.cluster.steps import UpRun
+
+
+@dataclass
+class RepairPlan:
+    """What is broken: machines to start, dead daemon keys, hung slurmds, paused nodes."""
+
+    machines: List[str] = field(default_factory=list)
+    paused: List[str] = field(default_factory=list)
+    dead: List[str] = field(default_factory=list)
+    hung: List[str] = field(default_factory=list)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.machines or self.paused or self.dead or self.hung)
+
+
+def hung_nodes(cluster: Cluster, alive: Dict[str, bool],
+               states: Optional[Dict[str, NodeState]] = None) -> List[str]:
+    """Nodes whose slurmd runs but does not answer slurmctld (slurmctld itself answers)."""
+    if not alive.get("slurmctld"):
+        return []
+    states = cluster.client.node_states() if states is None else states
+    if not states:
+        return []
+    paused = {f.get("node") for f in cluster.state.faults if f.get("what") == "pause"}
+    return [n for n in cluster.node_names
+            if alive.get(f"slurmd:{n}") and n in states and not steps.responding(states[n]) and n not in paused]
+
+
+def plan(cluster: Cluster) -> RepairPlan:
+    st = cluster.state
+    machines = cluster.provider.machines_running(st)
+    p = RepairPlan(machines=[k for k, up in machines.items() if not up],
+                   paused=[f["node"] for f in st.faults if f.get("what") == "pause"])
+    if p.machines and len(p.machines) == len(machines):
+        p.dead = list(st.pids)  # every machine is down: nothing to ask
+        return p
+    alive = cluster.daemons_alive()
+    p.dead = [k for k, ok in alive.items() if not ok and cluster.state.runner_key(k) not in p.paused]
+    p.hung = hung_nodes(cluster, alive)
+    return p
+
+
+def repair(cluster: Cluster, progress: Callable[[str], None], timeout: float) -> List[str]:
+    """Restart what is dead or hung; return what was restarted ([] when nothing was wrong)."""
+    from provisioner.cluster import faults
+    p = plan(cluster)
+    if p.empty:
+        return []
+    up = UpRun(cluster, progress, timeout)
+    c, st = cluster, cluster.state
+    done: List[str] = []
+
+    def step(what: str, action: Callable[[], None]) -> None:
+        t0 = time.monotonic()
+        status = "FAILED"
+        try:
+            action()
+            status = "done"
+        finally:
+            st.save()
+            progress(f" - {what} ... {status} ({time.monotonic() - t0:.2f}s)")
+
+    if p.paused:
+        step(f"resuming paused {', '.join(p.paused)}", lambda: [faults.resume_node(c, n) for n in p.paused])
+        done += [f"{n} (resumed)" for n in p.paused]
+    if p.machines:
+        step(f"starting {len(p.machines)} stopped machines", lambda: c.provider.start_machines(st, p.machines))
+        done.append(f"{len(p.machines)} machines")
+        if c.spec.fake_gpus and c.spec.all_gpus:
+            step("making fake GPU devices", lambda: steps.make_fake_gpus(up))
+    dead = set(p.dead)
+    munged = [m for m in c.placement.munged_on if daemons.munged_key(m) in dead]
+    if munged:
+        # A socket left by a munged that died would count as "usable" at once.
+        for m in munged:
+            c.runner(m).run(["rm", "-f", c.paths.munge_socket], timeout=10)
+        step("starting munged" + (f" on {len(munged)} machines" if len(munged) > 1 else ""),
+             lambda: steps.start_munged(up, munged))
+    if c.spec.accounting:
+        if "mariadbd" in dead:
+            c.runner().run(["rm", "-f", f"{c.paths.db_dir}/db.sock"], timeout=10)
+            step(f"starting MariaDB on port {c.placement.storage_port}", lambda: accounting.start_mariadb(c))
+        if "slurmdbd" in dead:
+            step(f"starting slurmdbd on port {c.placement.dbd_port}", lambda: accounting.start_slurmdbd(c))
+    if "slurmctld" in dead:
+        step(f"starting slurmctld on port {st.controller_port} (saved state kept)", lambda: steps.start_slurmctld(up))
+    if p.hung:
+        step(f"killing {len(p.hung)} slurmd that do not answer ({', '.join(p.hung[:8])})",
+             lambda: c.signal_daemons([f"slurmd:{n}" for n in p.hung], signal.SIGKILL))
+    nodes = [n for n in c.node_names if f"slurmd:{n}" in dead or n in p.hung]
+    if nodes:
+        step(f"starting {len(nodes)} slurmd", lambda: steps.start_slurmds(up, nodes))
+    done += sorted(k for k in dead if not k.startswith("slurmd:"))
+    done += [f"slurmd:{n}" for n in nodes]
+    step(f"waiting for {len(c.node_names)} nodes to answer",
+         lambda: steps.wait_nodes_ready(up, steps.responding, "responding"))
+    if c.spec.accounting and dead & {"slurmctld", "slurmdbd", "mariadbd"}:
+        step("waiting for slurmctld to register with slurmdbd", lambda: accounting.wait_registered(c, timeout))
+    # The daemons a fault killed run again; pauses are undone. Drains stay (fault heal undoes them).
+    st.faults = [f for f in st.faults if f.get("what") == "drain"]
+    st.phase = "running"
+    st.save()
+    return done
