@@ -73,8 +73,10 @@ class RenderInputs:
 # has the trade-off. slurmctld pings every node each SlurmdTimeout/3 s, so with "fast" a
 # killed slurmd is noticed in ~2 s and its node is DOWN 5 s after its last answer.
 TIMEOUTS = {
-    "normal": {"slurmctld": 30, "slurmd": 60, "message": 10},
-    "fast": {"slurmctld": 30, "slurmd": 5, "message": 5},
+    "normal": {"slurmctld": 30, "slurmd": 60, "message": 10, "cred_expire": None},
+    # cred_expire (AuthInfo): a requeued job waits cred_expire+1 s before it may start
+    # again (Slurm's default 120 s); 10 s is still far more than a job launch takes here.
+    "fast": {"slurmctld": 30, "slurmd": 5, "message": 5, "cred_expire": 10},
 }
 
 
