@@ -1,0 +1,130 @@
+"""`simcluster fault`: break a cluster on purpose, the way real clusters break, and undo it.
+
+Every fault acts through the cluster's runners and provider, so it works the same on
+every backend that can do it; each is recorded in the state (``faults``: what, node,
+since) and shown by `status`, and each is reversible: `fault resume`, `fault heal`, or a
+repairing `up`/`start` (dead daemons restart in place, from their saved state).
+
+  kill NODE         SIGKILL the node's slurmd, its slurmstepd and job tasks (a crashed host)
+  pause NODE        SIGSTOP them (docker: pause the node's container); resume NODE undoes it
+  kill-controller   SIGKILL slurmctld
+  stop-accounting   SIGKILL slurmdbd (jobs keep running; slurmctld queues the records)
+  drain NODE        scontrol update state=DRAIN reason=...
+  heal              undo every fault still active and restart whatever daemon is dead
+"""
+
+from __future__ import annotations
+
+import signal
+import time
+from typing import Callable, Dict, List, Optional
+
+from provisioner.cluster.handle import Cluster
+from provisioner.errors import UsageError
+
+KINDS = ("kill", "pause", "kill-controller", "stop-accounting", "drain")
+
+
+def _record(c: Cluster, what: str, node: Optional[str] = None, **extra) -> None:
+    c.state.faults.append({"what": what, "node": node, "since": round(time.time(), 3), **extra})
+    c.state.save()
+
+
+def active(c: Cluster, what: str, node: Optional[str] = None) -> List[Dict]:
+    return [f for f in c.state.faults if f.get("what") == what and (node is None or f.get("node") == node)]
+
+
+def check_can_inject(c: Cluster, node: Optional[str] = None) -> None:
+    """Bad input is one line, exit 2, nothing changed: an unknown node, a stopped cluster."""
+    if node is not None and node not in c.node_names:
+        shown = ", ".join(c.node_names[:8]) + (" ..." if len(c.node_names) > 8 else "")
+        raise UsageError(f"unknown node '{node}' in cluster '{c.name}' (nodes are: {shown})")
+    if c.state.phase != "running" or not any(c.daemons_alive().values()):
+        raise UsageError(f"cluster '{c.name}' is stopped: nothing to inject a fault into",
+                         f"start it first: simcluster start --name {c.name}")
+
+
+def kill_node(c: Cluster, node: str) -> str:
+    check_can_inject(c, node)
+    pids = c.provider.node_pids(c.state, node)
+    c.runner(node).kill(pids, signal.SIGKILL)
+    _record(c, "kill", node)
+    return f"killed node {node}: slurmd and {max(0, len(pids) - 1)} job processes (SIGKILL)"
+
+
+def pause_node(c: Cluster, node: str) -> str:
+    check_can_inject(c, node)
+    if active(c, "pause", node):
+        raise UsageError(f"node {node} is already paused", f"simcluster fault resume {node} --name {c.name}")
+    if c.provider.pause_machine(c.state, node):
+        _record(c, "pause", node, machine=True)
+        return f"paused node {node} (its container is frozen)"
+    pids = c.provider.node_pids(c.state, node)
+    c.runner(node).kill(pids, signal.SIGSTOP)
+    _record(c, "pause", node, pids=pids)
+    return f"paused node {node}: SIGSTOP to slurmd and {max(0, len(pids) - 1)} job processes"
+
+
+def resume_node(c: Cluster, node: str) -> str:
+    """Undo `pause NODE` (used by resume, heal and the repairing up)."""
+    found = active(c, "pause", node)
+    if not found:
+        if node not in c.node_names:
+            raise UsageError(f"unknown node '{node}' in cluster '{c.name}'")
+        raise UsageError(f"node {node} is not paused", "see 'simcluster status' for the faults in effect")
+    for f in found:
+        if f.get("machine"):
+            c.provider.unpause_machine(c.state, node)
+        else:
+            c.runner(node).kill(f.get("pids") or [], signal.SIGCONT)
+    c.state.faults = [f for f in c.state.faults if f not in found]
+    c.state.save()
+    return f"resumed node {node}"
+
+
+def kill_controller(c: Cluster) -> str:
+    check_can_inject(c)
+    if not c.signal_daemons(["slurmctld"], signal.SIGKILL):
+        raise UsageError("slurmctld is not running", f"simcluster fault heal --name {c.name}")
+    _record(c, "kill-controller")
+    return "killed slurmctld (SIGKILL); running jobs go on, its saved state is kept for the restart"
+
+
+def stop_accounting(c: Cluster) -> str:
+    if not c.spec.accounting:
+        raise UsageError(f"cluster '{c.name}' has no accounting", "create it with --accounting")
+    check_can_inject(c)
+    if not c.signal_daemons(["slurmdbd"], signal.SIGKILL):
+        raise UsageError("slurmdbd is not running", f"simcluster fault heal --name {c.name}")
+    _record(c, "stop-accounting")
+    return "stopped slurmdbd (SIGKILL); jobs keep running, slurmctld keeps their records until it is back"
+
+
+def drain_node(c: Cluster, node: str, reason: str) -> str:
+    check_can_inject(c, node)
+    res = c.client.run(["scontrol", "update", f"nodename={node}", "state=drain", f"reason={reason}"], timeout=20)
+    if not res.ok:
+        raise UsageError(f"draining {node} failed: {res.error_line()}")
+    _record(c, "drain", node, reason=reason)
+    return f"drained node {node} (reason: {reason})"
+
+
+def heal(c: Cluster, progress: Callable[[str], None], timeout: float) -> str:
+    """Undo every fault still in effect, and restart any dead daemon (the repair path)."""
+    from provisioner.cluster.repair import repair
+    if c.state.phase == "stopped":
+        raise UsageError(f"cluster '{c.name}' is stopped", f"start it: simcluster start --name {c.name}")
+    undone: List[str] = []
+    for f in active(c, "drain"):
+        res = c.client.run(["scontrol", "update", f"nodename={f['node']}", "state=resume"], timeout=20)
+        if not res.ok and "Invalid node state" not in res.stderr:
+            raise UsageError(f"undraining {f['node']} failed: {res.error_line()}")
+        undone.append(f"undrained {f['node']}")
+    c.state.faults = [f for f in c.state.faults if f.get("what") != "drain"]
+    c.state.save()
+    restarted = repair(c, progress, timeout)
+    undone += [f"restarted {what}" if not what.endswith("(resumed)") else f"resumed {what.split()[0]}"
+               for what in restarted]
+    if not undone:
+        return f"cluster '{c.name}': nothing to heal (no fault in effect, every daemon runs)"
+    return f"cluster '{c.name}' healed: " + "; ".join(undone)
