@@ -114,7 +114,10 @@ def heal(c: Cluster, progress: Callable[[str], None], timeout: float) -> str:
     from provisioner.cluster.repair import repair
     if c.state.phase == "stopped":
         raise UsageError(f"cluster '{c.name}' is stopped", f"start it: simcluster start --name {c.name}")
-    undone: List[str] = []
+    # Daemons first: undraining needs slurmctld.
+    restarted = repair(c, progress, timeout)
+    undone = [f"restarted {what}" if not what.endswith("(resumed)") else f"resumed {what.split()[0]}"
+              for what in restarted]
     for f in active(c, "drain"):
         res = c.client.run(["scontrol", "update", f"nodename={f['node']}", "state=resume"], timeout=20)
         if not res.ok and "Invalid node state" not in res.stderr:
@@ -122,9 +125,6 @@ def heal(c: Cluster, progress: Callable[[str], None], timeout: float) -> str:
         undone.append(f"undrained {f['node']}")
     c.state.faults = [f for f in c.state.faults if f.get("what") != "drain"]
     c.state.save()
-    restarted = repair(c, progress, timeout)
-    undone += [f"restarted {what}" if not what.endswith("(resumed)") else f"resumed {what.split()[0]}"
-               for what in restarted]
     if not undone:
         return f"cluster '{c.name}': nothing to heal (no fault in effect, every daemon runs)"
     return f"cluster '{c.name}' healed: " + "; ".join(undone)
