@@ -51,8 +51,8 @@ def hung_nodes(cluster: Cluster, alive: Dict[str, bool],
 def plan(cluster: Cluster) -> RepairPlan:
     st = cluster.state
     machines = cluster.provider.machines_running(st)
-    p = RepairPlan(machines=[k for k, up in machines.items() if not up],
-                   paused=[f["node"] for f in st.faults if f.get("what") == "pause"])
+    paused = [f["node"] for f in st.faults if f.get("what") == "pause"]
+    p = RepairPlan(machines=[k for k, up in machines.items() if not up and k not in paused], paused=paused)
     if p.machines and len(p.machines) == len(machines):
         p.dead = list(st.pids)  # every machine is down: nothing to ask
         return p
