@@ -1,0 +1,120 @@
+"""Issue 11 on the docker backend: stop/start keeps state, every fault and heal, container restarts.
+
+One cluster for the module (2 nodes, --fast-failure, --accounting).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import time
+import uuid
+
+import pytest
+
+from tests.conftest import TEST_HOME_ROOT, run_cli
+from tests.docker.conftest import LABEL, docker_ids
+
+UP_ARGS = ["--backend", "docker", "--nodes", "2", "--fast-failure", "--accounting"]
+
+
+class DC:
+    def __init__(self, home, name):
+        self.home, self.name = home, name
+
+    def cli(self, *args, check=True, timeout=300):
+        return run_cli([*args, "--name", self.name], self.home, check=check, timeout=timeout)
+
+    def slurm(self, *argv, check=True):
+        return run_cli(["exec", "--name", self.name, "--", *argv], self.home, check=check)
+
+    def status(self) -> dict:
+        return json.loads(self.cli("status", "--json", check=False).stdout)
+
+    def job(self, job: str, key: str) -> str:
+        out = self.slurm("scontrol", "show", "job", "-o", job, check=False).stdout
+        return next((f.split("=", 1)[1] for f in out.split() if f.startswith(key + "=")), "")
+
+
+@pytest.fixture(scope="module")
+def dc(docker_engine):
+    TEST_HOME_ROOT.mkdir(parents=True, exist_ok=True)
+    home = TEST_HOME_ROOT / uuid.uuid4().hex[:8]
+    home.mkdir()
+    name = f"d{uuid.uuid4().hex[:6]}"
+    run_cli(["up", "--name", name, *UP_ARGS], home, check=True, timeout=900)
+    yield DC(home, name)
+    run_cli(["down", "--name", name], home)
+    assert docker_ids(f"label={LABEL}={name}") == []
+    shutil.rmtree(home, ignore_errors=True)
+
+
+def wait_for(what, cond, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(0.5)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def container_status(name: str) -> str:
+    return subprocess.run(["docker", "inspect", "-f", "{{.State.Status}}", name], stdout=subprocess.PIPE,
+                          text=True).stdout.strip()
+
+
+def test_faults_are_recorded_and_healed(dc):
+    job = dc.slurm("sbatch", "--parsable", "-N2", "--wrap", "srun sleep 120").stdout.strip()
+    wait_for("the job to run", lambda: dc.job(job, "JobState") == "RUNNING")
+    time.sleep(1)
+    assert "killed node node2" in dc.cli("fault", "kill", "node2").stdout
+    ps = subprocess.run(["docker", "exec", f"simcluster-{dc.name}-node2", "ps", "-eo", "comm"],
+                        stdout=subprocess.PIPE, text=True).stdout.split()
+    assert "slurmd" not in ps and "slurmstepd" not in ps and "sleep" in ps  # the entrypoint's sleep only
+    assert ps.count("sleep") == 1
+    dc.slurm("scancel", job)
+    dc.cli("fault", "pause", "node1")
+    assert container_status(f"simcluster-{dc.name}-node1") == "paused"
+    dc.cli("fault", "drain", "node2", "--reason", "maint")
+    dc.cli("fault", "stop-accounting")
+    dc.cli("fault", "kill-controller")
+    assert sorted(f["what"] for f in dc.status()["faults"]) == ["drain", "kill", "kill-controller", "pause",
+                                                                 "stop-accounting"]
+    bad = dc.cli("fault", "kill", "node7", check=False)
+    assert bad.returncode == 2 and len(bad.stderr.splitlines()) == 1
+    healed = dc.cli("fault", "heal").stdout
+    for word in ("resumed node1", "slurmd:node2", "slurmctld", "slurmdbd", "undrained node2"):
+        assert word in healed, healed
+    assert container_status(f"simcluster-{dc.name}-node1") == "running"
+    wait_for("a healthy cluster", lambda: dc.status()["healthy"])
+    assert dc.status()["faults"] == []
+    dc.cli("fault", "pause", "node2")
+    dc.cli("fault", "resume", "node2")
+    assert container_status(f"simcluster-{dc.name}-node2") == "running"
+
+
+def test_stop_start_keeps_jobs_and_a_restarted_container_is_repaired(dc):
+    held = dc.slurm("sbatch", "--parsable", "--hold", "-N1", "--wrap", "true").stdout.strip()
+    time.sleep(2)  # slurmctld saves its state asynchronously
+    dc.cli("stop")
+    assert container_status(f"simcluster-{dc.name}-ctl") == "exited"
+    assert dc.status()["phase"] == "stopped"
+    assert "stopped" in run_cli(["list"], dc.home, check=True).stdout
+    assert dc.cli("fault", "kill", "node1", check=False).returncode == 2
+    started = dc.cli("start").stdout
+    assert "started" in started and "3 machines" in started
+    assert dc.job(held, "JobState") == "PENDING"
+    again = dc.cli("start", check=False)
+    assert again.returncode == 2 and "already running" in again.stderr
+    # A container restarted behind simcluster's back (a reboot): every recorded pid is stale.
+    subprocess.run(["docker", "restart", "-t", "1", f"simcluster-{dc.name}-ctl"], check=True,
+                   stdout=subprocess.DEVNULL)
+    assert dc.status()["controller"]["alive"] is False
+    repaired = run_cli(["up", "--name", dc.name, *UP_ARGS], dc.home, check=True, timeout=300).stdout
+    assert "repaired" in repaired and "slurmctld" in repaired and "slurmd:" not in repaired
+    assert dc.job(held, "JobState") == "PENDING"
+    dc.slurm("scontrol", "release", held)
+    wait_for("the held job", lambda: dc.job(held, "JobState") == "COMPLETED")
+    acct = dc.slurm("sacct", "-X", "-n", "-o", "jobid", "-j", held).stdout
+    assert held in acct
