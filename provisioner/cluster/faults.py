@@ -109,6 +109,28 @@ def drain_node(c: Cluster, node: str, reason: str) -> str:
     return f"drained node {node} (reason: {reason})"
 
 
+# Drains slurmctld sets by itself in the aftermath of a fault: a job started in the last
+# seconds before slurmctld was SIGKILLed is recovered from its saved state as PENDING
+# while its batch step still runs ("Duplicate jobid"), a step killed with its slurmd
+# ("Kill task failed", "batch job complete failure"). Heal resumes those nodes too; a
+# drain with any other reason (an admin's) is left alone.
+SLURM_FAULT_DRAINS = ("Duplicate jobid", "Kill task failed", "batch job complete failure",
+                      "Node unexpectedly rebooted")
+
+
+def _undo_slurm_drains(c: Cluster) -> List[str]:
+    res = c.client.run(["sinfo", "-h", "-N", "-o", "%N|%T|%E"], timeout=20)
+    done: Dict[str, str] = {}
+    for line in res.stdout.splitlines() if res.ok else []:
+        node, _, rest = line.partition("|")
+        st, _, reason = rest.partition("|")
+        if "drain" in st and any(reason.startswith(r) for r in SLURM_FAULT_DRAINS) and node not in done:
+            r = c.client.run(["scontrol", "update", f"nodename={node}", "state=resume"], timeout=20)
+            if r.ok:
+                done[node] = reason
+    return [f"undrained {n} (Slurm drained it: {why})" for n, why in done.items()]
+
+
 def heal(c: Cluster, progress: Callable[[str], None], timeout: float) -> str:
     """Undo every fault still in effect, and restart any dead daemon (the repair path)."""
     from provisioner.cluster.repair import repair
@@ -125,6 +147,39 @@ def heal(c: Cluster, progress: Callable[[str], None], timeout: float) -> str:
         undone.append(f"undrained {f['node']}")
     c.state.faults = [f for f in c.state.faults if f.get("what") != "drain"]
     c.state.save()
+    undone += _undo_slurm_drains(c)
     if not undone:
         return f"cluster '{c.name}': nothing to heal (no fault in effect, every daemon runs)"
     return f"cluster '{c.name}' healed: " + "; ".join(undone)
+
+
+class Injector:
+    """The faults above for one cluster, as `verify --suite faults` uses them: each call
+    loads the cluster afresh and holds its lock, like the `simcluster fault` commands."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def _do(self, func, *args):
+        from provisioner.cluster.lifecycle import load
+        from provisioner.cluster.state import locked
+        with locked(self.name):
+            return func(load(self.name), *args)
+
+    @property
+    def fast(self) -> bool:
+        """True when the cluster detects dead nodes fast (up --fast-failure)."""
+        from provisioner.cluster.lifecycle import load
+        return load(self.name).spec.failure_detection == "fast"
+
+    def kill(self, node: str) -> str:
+        return self._do(kill_node, node)
+
+    def kill_controller(self) -> str:
+        return self._do(kill_controller)
+
+    def stop_accounting(self) -> str:
+        return self._do(stop_accounting)
+
+    def heal(self, timeout: float = 120.0) -> str:
+        return self._do(heal, lambda line: None, timeout)

@@ -5,10 +5,13 @@ from __future__ import annotations
 from typing import List, Sequence
 
 from provisioner.errors import UsageError
-from provisioner.verify import basic, training
+from provisioner.verify import basic, faults, training
 from provisioner.verify.runner import Check
 
-SUITES = ("basic", "ddp", "fsdp", "deepspeed", "megatron")
+SUITES = ("basic", "ddp", "fsdp", "deepspeed", "megatron", "faults")
+# Not in "all": the faults suite breaks the cluster on purpose (and heals it), needs a
+# cluster made with `up --fast-failure`, and takes about a minute (verify/faults.py).
+ALL = ("basic", "ddp", "fsdp", "deepspeed", "megatron")
 
 CHECKS: Sequence[Check] = (
     Check("basic.controller", "basic", basic.check_controller, "slurmctld answers (scontrol ping)", gate=True),
@@ -30,17 +33,27 @@ CHECKS: Sequence[Check] = (
     Check("fsdp.train", "fsdp", training.check_fsdp, "FSDP (fully_shard) across 2 nodes, sharded, DCP checkpoint reload"),
     Check("deepspeed.zero3", "deepspeed", training.check_deepspeed, "DeepSpeed ZeRO-3 across 2 nodes"),
     Check("megatron.tp2", "megatron", training.check_megatron, "megatron-core GPTModel, tensor parallel 2 across 2 nodes"),
+    Check("faults.requeue-resume", "faults", faults.check_requeue_resume,
+          "a 2-node DDP job loses its second node (fault kill), is requeued, resumes from its checkpoint "
+          "and ends with the parameters of an uninterrupted run"),
+    Check("faults.controller-restart", "faults", faults.check_controller_restart,
+          "slurmctld killed with running, held, dependent and array jobs: after heal each keeps its id "
+          "and ends COMPLETED"),
+    Check("faults.accounting-outage", "faults", faults.check_accounting_outage,
+          "slurmdbd down while jobs run: after heal sacct lists them COMPLETED (clusters with --accounting)",
+          applies=lambda spec: bool(getattr(spec, "accounting", False))),
 )
 
 
 def parse_suites(text: str) -> List[str]:
-    """'basic,ddp' or 'all' -> suite names in canonical order; unknown names are a UsageError."""
+    """'basic,ddp' or 'all' -> suite names in canonical order; unknown names are a UsageError.
+    'all' is every suite but faults ('all,faults' adds it)."""
     wanted = [s.strip().lower() for s in (text or "all").split(",") if s.strip()]
-    if not wanted or "all" in wanted:
-        return list(SUITES)
-    unknown = [s for s in wanted if s not in SUITES]
+    unknown = [s for s in wanted if s not in SUITES and s != "all"]
     if unknown:
         raise UsageError(f"unknown suite {', '.join(unknown)}", f"choose from {','.join(SUITES)} or all")
+    if not wanted or "all" in wanted:
+        wanted = [*ALL, *(s for s in wanted if s not in ALL and s != "all")]
     return [s for s in SUITES if s in wanted]
 
 

@@ -41,6 +41,10 @@ class VerifyTarget:
     install_hint: str
     _log_hint: str
     probe_runner: Optional[Runner] = None  # a machine that runs the jobs' python (default: the client's)
+    # `verify --suite faults`: kill(node), kill_controller(), stop_accounting(), heal() and
+    # ``fast`` (provisioner.cluster.faults.Injector); None where simcluster cannot inject
+    # faults (a deployed cluster over SSH), and those checks SKIP.
+    faults: Optional[object] = None
     _modules: Dict[str, bool] = field(default_factory=dict)
 
     def cluster_path(self, path) -> str:
@@ -76,11 +80,12 @@ def _parse_probe(stdout: str, modules: List[str]) -> Dict[str, bool]:
 
 def target_for(name: str) -> VerifyTarget:
     """The verify target for cluster ``name``, whichever backend made it."""
+    from provisioner.cluster.faults import Injector
     from provisioner.cluster.lifecycle import load
     cluster = load(name)
     pl = cluster.placement
     return VerifyTarget(
         name=name, description=f"{cluster.state.backend} cluster '{name}'", spec=cluster.spec, client=cluster.client,
         files=HostDirFiles(pl.job_root, pl.job_root_in_cluster), python_bin=pl.python_bin,
-        gpus_renumbered=pl.gpus_renumbered, install_hint=pl.install_hint,
+        gpus_renumbered=pl.gpus_renumbered, install_hint=pl.install_hint, faults=Injector(name),
         _log_hint=f"see 'simcluster export-logs DIR --name {name}' for every daemon's log")

@@ -118,3 +118,17 @@ def test_stop_start_keeps_jobs_and_a_restarted_container_is_repaired(dc):
     wait_for("the held job", lambda: dc.job(held, "JobState") == "COMPLETED")
     acct = dc.slurm("sacct", "-X", "-n", "-o", "jobid", "-j", held).stdout
     assert held in acct
+
+
+def test_verify_suite_faults_on_a_docker_cluster(dc):
+    """controller-restart and accounting-outage PASS; requeue-resume needs torch in the image
+    (the default image has none: then SKIP with the install hint, never a FAIL)."""
+    proc = dc.cli("verify", "--suite", "faults", "--json", check=False, timeout=900)
+    report = json.loads(proc.stdout)
+    faults = {c["name"]: c for c in report["checks"] if c["suite"] == "faults"}
+    assert set(faults) == {"faults.requeue-resume", "faults.controller-restart", "faults.accounting-outage"}
+    ddp = faults.pop("faults.requeue-resume")
+    assert ddp["status"] == "PASS" or (ddp["status"] == "SKIP" and "torch is not installed" in ddp["message"]), ddp
+    bad = {n: (c["status"], c["message"], c["tail"][-800:]) for n, c in faults.items() if c["status"] != "PASS"}
+    assert not bad and proc.returncode == 0, bad
+    assert dc.status()["faults"] == []

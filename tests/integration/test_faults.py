@@ -169,3 +169,18 @@ def test_a_stale_pid_of_another_process_is_neither_alive_nor_killed(fc):
     finally:
         stranger.kill()
         stranger.wait()
+
+
+def test_verify_suite_faults_passes_on_a_fast_failure_cluster(fc):
+    """The DDP job resumes after its node dies with the uninterrupted run's parameters; jobs
+    survive a slurmctld restart and an accounting outage (this cluster has --accounting)."""
+    proc = run_cli(["verify", "--name", fc.name, "--suite", "faults", "--json"], fc.home, timeout=900)
+    report = json.loads(proc.stdout)
+    faults = {c["name"]: c for c in report["checks"] if c["suite"] == "faults"}
+    assert set(faults) == {"faults.requeue-resume", "faults.controller-restart", "faults.accounting-outage"}
+    bad = {n: (c["status"], c["message"], c["tail"][-800:]) for n, c in faults.items() if c["status"] != "PASS"}
+    assert not bad and proc.returncode == 0, bad
+    result = faults["faults.requeue-resume"]["data"]
+    assert result["result"]["restart_count"] >= 1 and result["result"]["resumed_from"]
+    assert result["result"]["param_checksum"] == result["reference"]["param_checksum"]
+    assert status(fc)["healthy"] and status(fc)["faults"] == []
