@@ -70,13 +70,16 @@ class RenderInputs:
 
 
 # Slurm's failure-detection timeouts (seconds) per spec.failure_detection; docs/faults.md
-# has the trade-off. slurmctld pings every node each SlurmdTimeout/3 s, so with "fast" a
-# killed slurmd is noticed in ~2 s and its node is DOWN 5 s after its last answer.
+# has the measurements and the trade-off. slurmctld pings every SlurmdTimeout/3 s, but a
+# ping to a dead slurmd fails only after MessageTimeout+1 s (Slurm keeps retrying the
+# refused connection), and the next ping waits for it; the node is DOWN after two failed
+# pings. So MessageTimeout, not SlurmdTimeout, sets the pace: with "fast" a killed node
+# is DOWN in ~12 s (MessageTimeout=5 took 16 s).
 TIMEOUTS = {
     "normal": {"slurmctld": 30, "slurmd": 60, "message": 10, "cred_expire": None},
     # cred_expire (AuthInfo): a requeued job waits cred_expire+1 s before it may start
     # again (Slurm's default 120 s); 10 s is still far more than a job launch takes here.
-    "fast": {"slurmctld": 30, "slurmd": 5, "message": 5, "cred_expire": 10},
+    "fast": {"slurmctld": 30, "slurmd": 5, "message": 3, "cred_expire": 10},
 }
 
 

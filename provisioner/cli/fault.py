@@ -36,7 +36,7 @@ def command():
       simcluster fault heal                # undo everything, restart any dead daemon
 
     Faults in effect are listed by 'simcluster status'. Use --fast-failure clusters to see
-    a dead node DOWN within ~10 s instead of ~60-90 s.
+    a dead node DOWN in ~12 s instead of ~80 s.
     """
 
 

@@ -30,8 +30,8 @@ _SPEC_FLAGS = (
                                            help="Add slurmdbd with a private MariaDB: sacct, sacctmgr, sshare "
                                                 "and fair-share work.")),
     (("--fast-failure",), "fast_failure", dict(is_flag=True, default=None,
-                                               help="Detect dead nodes fast: SlurmdTimeout=5, a killed node is DOWN "
-                                                    "within ~10 s (failureDetection: fast; see docs/faults.md).")),
+                                               help="Detect dead nodes fast: SlurmdTimeout=5, MessageTimeout=3, a killed "
+                                                    "node is DOWN in ~12 s (failureDetection: fast; see docs/faults.md).")),
     (("--config", "-c"), "config_path", dict(metavar="FILE", help="Cluster spec YAML (apiVersion: simcluster/v1); "
                                                                   "flags override it.")),
     (("--wait",), "wait", dict(type=float, metavar="SECONDS",

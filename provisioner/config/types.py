@@ -41,7 +41,7 @@ class ClusterSpec:
     image: Optional[str] = None  # docker backend: node image (default: the built one)
     privileged: bool = False  # docker backend: run containers --privileged
     accounting: bool = False  # slurmdbd + a private MariaDB: sacct, sacctmgr, fair-share
-    failure_detection: str = "normal"  # "fast": a dead node is DOWN within ~10 s (docs/faults.md)
+    failure_detection: str = "normal"  # "fast": a dead node is DOWN in ~12 s (docs/faults.md)
 
     @property
     def all_gpus(self) -> List[int]:

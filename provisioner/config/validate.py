@@ -23,7 +23,7 @@ MAX_NODES = 1024
 TOP_KEYS = {"apiVersion", "kind", "name", "backend", "nodes", "nodePrefix", "gpus", "fakeGpus",
             "cpus", "memory", "controllerPort", "partitions", "slurmConf", "wait", "image",
             "privileged", "accounting", "failureDetection"}
-# normal: Slurm's test-cluster timeouts; fast: a dead node is DOWN in ~10 s (docs/faults.md).
+# normal: Slurm's test-cluster timeouts; fast: a dead node is DOWN in ~12 s (docs/faults.md).
 FAILURE_DETECTION = ("normal", "fast")
 NODE_KEYS = {"name", "gpus", "cpus", "memory", "port"}
 PARTITION_KEYS = {"name", "nodes", "default", "maxTime"}
