@@ -10,7 +10,7 @@ APT_PACKAGES := slurmctld slurmd slurm-client munge libnss-wrapper python3-venv 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_NAME ?= demo
 
-.PHONY: setup setup-apt setup-venv setup-docker demo test test-unit test-integration test-docker bench clean
+.PHONY: setup setup-apt setup-venv setup-docker demo test test-unit test-integration test-docker bench soak bench-faults clean
 
 setup: setup-apt setup-venv  ## install Debian packages and .venv with simcluster (quick when done)
 
@@ -62,6 +62,15 @@ test-integration: setup
 
 bench: setup  ## time up/down for 2..256 nodes, write docs/benchmarks.md
 	$(PY) scripts/bench.py --out docs/benchmarks.md
+
+# Not part of `make test`: SOAK_MINUTES (default 30) of random faults against a job
+# stream on a 4-node --fast-failure --accounting cluster; writes docs/reliability.md.
+SOAK_MINUTES ?= 30
+soak: setup  ## random faults for SOAK_MINUTES against a stream of jobs; 0 jobs may be lost
+	$(PY) scripts/soak.py --minutes $(SOAK_MINUTES) --out docs/reliability.md
+
+bench-faults: setup  ## repair, stop/start and failure detection times, write docs/benchmarks-faults.md
+	$(PY) scripts/bench_faults.py --out docs/benchmarks-faults.md
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
