@@ -152,23 +152,34 @@ class Soak:
             self.stop.wait(2)
 
     # -- faults ---------------------------------------------------------------------------
-    def check_hangs(self, when: str) -> None:
+    def hung_now(self) -> Dict[str, Dict]:
         p = self.cli("status", "--json", timeout=120)
         try:
             st = json.loads(p.stdout)
         except ValueError:
+            return {}
+        return {n["name"]: dict(n, state_dir=st["state_dir"]) for n in st.get("nodes", [])
+                if "alive but not answering" in (n.get("problem") or "")}
+
+    def check_hangs(self, when: str) -> None:
+        """A slurmd alive but not answering, twice 8 s apart (slurmctld flags a slow or just
+        resumed slurmd '*' until its next ping: one snapshot is not a hang)."""
+        first = self.hung_now()
+        if not first:
             return
-        for n in st.get("nodes", []):
-            if "alive but not answering" in (n.get("problem") or ""):
-                logf = Path(st["state_dir"]) / "logs" / f"slurmd-{n['name']}.log"
-                tail = ""
-                try:
-                    tail = "\n".join(logf.read_text(errors="replace").splitlines()[-40:])
-                except OSError:
-                    pass
-                (self.run_dir / f"hang-{n['name']}-{int(time.time())}.log").write_text(tail)
-                self.hangs.append({"node": n["name"], "when": when, "t": time.time()})
-                log(f"HANG: {n['name']} slurmd alive but not answering ({when})")
+        time.sleep(8)
+        for n in self.hung_now().values():
+            if n["name"] not in first:
+                continue
+            logf = Path(n["state_dir"]) / "log" / f"slurmd-{n['name']}.log"
+            tail = ""
+            try:
+                tail = "\n".join(logf.read_text(errors="replace").splitlines()[-40:])
+            except OSError:
+                pass
+            (self.run_dir / f"hang-{n['name']}-{int(time.time())}.log").write_text(tail)
+            self.hangs.append({"node": n["name"], "when": when, "t": time.time()})
+            log(f"HANG: {n['name']} slurmd alive but not answering ({when})")
 
     def inject(self) -> None:
         what = self.rng.choice(FAULTS)

@@ -58,8 +58,33 @@ def plan(cluster: Cluster) -> RepairPlan:
         return p
     alive = cluster.daemons_alive()
     p.dead = [k for k, ok in alive.items() if not ok and cluster.state.runner_key(k) not in p.paused]
-    p.hung = hung_nodes(cluster, alive)
+    p.hung = _still_hung(cluster, alive, hung_nodes(cluster, alive))
     return p
+
+
+def _still_hung(cluster: Cluster, alive: Dict[str, bool], hung: List[str]) -> List[str]:
+    """Of ``hung``, the nodes that really do not answer. A node slurmctld marked DOWN is
+    pinged no more, so its slurmd must register again: restarting it is the cure. A node
+    only flagged '*' (idle*, mixed*) may be a slurmd just resumed from SIGSTOP, or one
+    that was slow on a loaded host (the soak saw node[1-3] '*' at once, with no fault):
+    slurmctld pings it again within SlurmdTimeout/3 s, so wait for one more ping round
+    (MessageTimeout + 2 s) before restarting a slurmd that works."""
+    from provisioner.render import TIMEOUTS
+    if not hung:
+        return hung
+    states = cluster.client.node_states() or {}
+    maybe = [n for n in hung if n in states and not states[n].state.lower().startswith("down")]
+    if not maybe:
+        return hung
+    timeouts = TIMEOUTS.get(cluster.spec.failure_detection, TIMEOUTS["normal"])
+    deadline = time.monotonic() + timeouts["message"] + 2
+    while maybe and time.monotonic() < deadline:
+        time.sleep(0.5)
+        states = cluster.client.node_states() or states
+        maybe = [n for n in maybe if n in states and not steps.responding(states[n])]
+    recovered = set(hung) - set(maybe) - {n for n in hung if states.get(n) and
+                                         states[n].state.lower().startswith("down")}
+    return [n for n in hung if n not in recovered]
 
 
 def repair(cluster: Cluster, progress: Callable[[str], None], timeout: float) -> List[str]:
