@@ -19,7 +19,7 @@ def verify_options(f):
     f = click.option("--suite", "-s", default="all", show_default=True, metavar="LIST",
                      help="basic,ddp,fsdp,deepspeed,megatron,faults or all (all = every suite but "
                           "faults: that one breaks the cluster on purpose, needs 'up --fast-failure' and "
-                          "takes about a minute; on other clusters its checks SKIP)")(f)
+                          "takes 1-2 minutes; on other clusters its checks SKIP)")(f)
     return f
 
 

@@ -12,7 +12,7 @@
 
 Not part of `--suite all`: the checks break the cluster on purpose (every one heals it
 before it returns) and need a cluster made with `up --fast-failure` (a dead node is DOWN
-in seconds instead of a minute); about a minute in all. On other clusters they SKIP.
+in ~12 s instead of ~80 s); 1-2 minutes in all. On other clusters they SKIP.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ from provisioner.verify.runner import Check
 
 SUITES = ("basic", "ddp", "fsdp", "deepspeed", "megatron", "faults")
 # Not in "all": the faults suite breaks the cluster on purpose (and heals it), needs a
-# cluster made with `up --fast-failure`, and takes about a minute (verify/faults.py).
+# cluster made with `up --fast-failure`, and takes 1-2 minutes (verify/faults.py).
 ALL = ("basic", "ddp", "fsdp", "deepspeed", "megatron")
 
 CHECKS: Sequence[Check] = (
