@@ -39,7 +39,7 @@ class VerifyTarget:
     python_bin: str  # the bin directory with the python/torchrun the jobs run
     gpus_renumbered: bool
     install_hint: str
-    _log_hint: str
+    logs_hint: str  # where the daemon logs are, for a failed check's hint
     probe_runner: Optional[Runner] = None  # a machine that runs the jobs' python (default: the client's)
     # `verify --suite faults`: kill(node), kill_controller(), stop_accounting(), heal() and
     # ``fast`` (provisioner.cluster.faults.Injector); None where simcluster cannot inject
@@ -67,7 +67,7 @@ class VerifyTarget:
         return ",".join(str(i) for i in range(n)) if self.gpus_renumbered else ",".join(map(str, gpus[:n]))
 
     def log_hint(self, daemon: str) -> str:
-        return self._log_hint
+        return self.logs_hint
 
 
 def _parse_probe(stdout: str, modules: List[str]) -> Dict[str, bool]:
@@ -88,4 +88,4 @@ def target_for(name: str) -> VerifyTarget:
         name=name, description=f"{cluster.state.backend} cluster '{name}'", spec=cluster.spec, client=cluster.client,
         files=HostDirFiles(pl.job_root, pl.job_root_in_cluster), python_bin=pl.python_bin,
         gpus_renumbered=pl.gpus_renumbered, install_hint=pl.install_hint, faults=Injector(name),
-        _log_hint=f"see 'simcluster export-logs DIR --name {name}' for every daemon's log")
+        logs_hint=f"see 'simcluster export-logs DIR --name {name}' for every daemon's log")

@@ -38,20 +38,24 @@ class ComputeNodeRunner(Runner):
 
 def ssh_verify_target(session: SSHSession) -> VerifyTarget:
     """The verify target of the cluster whose controller ``session`` is connected to."""
-    runner = SSHRunner(session)
+    return verify_target(SSHRunner(session), str(session.target))
+
+
+def verify_target(runner: Runner, where: str) -> VerifyTarget:
+    """The verify target of a deployed cluster whose controller ``runner`` reaches."""
     client = SlurmClient(runner, poll_s=POLL_S)
-    cluster = read_cluster(client, str(session.target))
+    cluster = read_cluster(client, where)
     spec = cluster.spec(fake_gpus=False)
     spec = cluster.spec(fake_gpus=bool(probe_gpus_fake(cluster, spec)))
     groups = node_groups(spec)
     probe = ComputeNodeRunner(client, groups[0][0], groups[0][1][0]) if groups else runner
     return VerifyTarget(
-        name=spec.name, description=f"deployed cluster '{spec.name}' via {session.target}", spec=spec, client=client,
+        name=spec.name, description=f"deployed cluster '{spec.name}' via {where}", spec=spec, client=client,
         files=SSHJobFiles(client, spec), python_bin=TRAINING_BIN,
         # Each host owns its GPUs, but the roles' TaskProlog (installed where there are no
         # device cgroups) still hands jobs the physical ids gres.conf names; without it,
         # Slurm numbers a node's GPUs from 0.
         gpus_renumbered=not cluster.task_prolog,
         install_hint=f"the jobs' python ({TRAINING_BIN}) lacks it: deploy with 'simcluster deploy --training'",
-        log_hint="daemon logs are on the hosts: /var/log/slurm/slurmctld.log, /var/log/slurm/slurmd-<node>.log",
+        logs_hint="daemon logs are on the hosts: /var/log/slurm/slurmctld.log, /var/log/slurm/slurmd-<node>.log",
         probe_runner=probe)
