@@ -231,7 +231,7 @@ class DockerProvider(Provider):
         """slurmd, slurmstepd and job processes (SLURM_JOB_ID in their environment) in the node's container."""
         script = ('for d in /proc/[0-9]*; do p=${d#/proc/}; [ "$p" = 1 ] && continue; '
                   'c=$({ tr "\\0" " " <$d/cmdline; } 2>/dev/null); '
-                  'case "$c" in slurmd\ *|slurmstepd*) echo $p; continue;; esac; '
+                  'case "$c" in "slurmd "*|slurmstepd*) echo $p; continue;; esac; '
                   '{ tr "\\0" "\\n" <$d/environ; } 2>/dev/null | grep -q "^SLURM_JOB_ID=" && echo $p; done; true')
         res = self.runner(state, node).run(["sh", "-c", script], timeout=20)
         return sorted(int(x) for x in res.stdout.split() if x.isdigit())
