@@ -270,8 +270,10 @@ class Soak:
                 name, _, st = rest.partition("|")
                 states[jid.strip()] = st.split()[0] if st else ""
                 self.sacct_names[jid.strip()] = name
-            want = [t for j in self.submitted for t in j["tasks"]]
-            if all(states.get(t) == "COMPLETED" for t in want):
+            # Until a job's start record reaches slurmdbd, sacct shows a placeholder row
+            # named "allocation" for it (seen for the last job of a run): wait for the name.
+            if all(states.get(t) == "COMPLETED" and self.sacct_names.get(t) == j["name"]
+                   for j in self.submitted for t in j["tasks"]):
                 break
             time.sleep(3)
         return states
@@ -284,7 +286,7 @@ class Soak:
         tasks = [(j, t) for j in self.submitted for t in j["tasks"]]
         completed, lost, no_sacct = [], [], []
         for j, t in tasks:
-            if self.sacct_names.get(t, j["name"]) != j["name"]:  # the id was given to another job
+            if self.sacct_names.get(t, j["name"]) not in (j["name"], "allocation"):  # id given to another job
                 lost.append({"task": t, "why": f"id reused by job {self.sacct_names[t]}", "sacct": sacct.get(t)})
                 continue
             st = sacct.get(t) or squeue.get(t) or self.last_state.get(t, "")
