@@ -6,7 +6,6 @@ import sys
 
 import click
 
-from provisioner.deploy.apply import deploy
 
 
 @click.command("deploy")
@@ -33,6 +32,7 @@ def command(inventory, config_path, check, training, insecure):
     Running it again changes nothing unless the inventory or the spec changed.
     See ansible/inventory.example.ini and docs/deploy.md.
     """
+    from provisioner.deploy.apply import deploy  # Ansible's modules load only here
     summary = deploy(inventory, config_path, lambda m: print(m, file=sys.stderr, flush=True), check=check,
                      training=training, insecure_host_keys=insecure)
     click.echo(summary.line())

@@ -7,7 +7,6 @@ import time
 
 import click
 
-from provisioner.providers.docker.image import build_image
 
 
 @click.group("image")
@@ -26,6 +25,7 @@ def build(train, offline, no_cache):
     The base is debian:bookworm-slim if a registry answers, else a debootstrap'ed bookworm
     imported offline (about a minute, once). A rebuild with nothing changed is cached.
     """
+    from provisioner.providers.docker.image import build_image  # the docker SDK loads only here
     t0 = time.monotonic()
     tag = build_image(lambda m: print(m, file=sys.stderr, flush=True), train=train, offline=offline,
                       no_cache=no_cache)

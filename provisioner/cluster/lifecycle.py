@@ -37,12 +37,13 @@ def _user() -> str:
         return str(os.getuid())
 
 
-def find_state(name: str) -> Optional[ClusterState]:
-    """The state of cluster ``name``: its state file, else a backend that still finds it."""
+def find_state(name: str, providers: Optional[List[Provider]] = None) -> Optional[ClusterState]:
+    """The state of cluster ``name``: its state file, else one of ``providers`` (default: every
+    backend that answers here) that still finds it."""
     st = ClusterState.load(ClusterLayout.for_name(name))
     if st is not None:
         return st
-    for provider in registered_providers(available_only=True):
+    for provider in registered_providers(available_only=True) if providers is None else providers:
         st = provider.discover(name)
         if st is not None:
             return st
@@ -71,7 +72,9 @@ def up(spec: ClusterSpec, provider: Provider, retain: bool = False, recreate: bo
     fails). A different spec is a conflict. Only --recreate (or `down`) wipes a cluster."""
     layout = ClusterLayout.for_name(spec.name)
     with locked(spec.name):
-        existing = find_state(spec.name)
+        # Only the spec's own backend is asked: asking the others (an engine round trip for
+        # docker) would slow down every local `up`.
+        existing = find_state(spec.name, [provider])
         if existing is not None and not recreate:
             if existing.cluster_spec.identity() != spec.identity():
                 raise ClusterConflict(f"cluster '{spec.name}' already exists with a different spec",
