@@ -23,11 +23,12 @@ def command(name, argv):
     cluster's shared directory on the host).
     """
     from provisioner.cluster.lifecycle import load
+    from provisioner.verify.files import HostDirFiles
     cluster = load(name)
     pl = cluster.placement
     cwd = Path.cwd()
     inside = cwd == pl.job_root or pl.job_root in cwd.parents
-    workdir = pl.cluster_path(cwd) if inside else pl.job_root_in_cluster
+    workdir = HostDirFiles(pl.job_root, pl.job_root_in_cluster).cluster_path(cwd) if inside else pl.job_root_in_cluster
     full = cluster.runner().exec_prefix(workdir, interactive=sys.stdin.isatty()) + list(argv)
     env = dict(os.environ)
     env.update(pl.client_env)

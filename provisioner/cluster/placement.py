@@ -68,13 +68,3 @@ class Placement:
     controller_where: str = "this host"  # where slurmctld runs, for status and messages
     usage: str = ""  # how to use the cluster, the second line of `up`'s summary
     install_hint: str = ""  # how to get the training stack where jobs run
-
-    def cluster_path(self, host_path: Path) -> str:
-        """``host_path`` (under job_root) as the cluster's jobs see it."""
-        rel = Path(host_path).relative_to(self.job_root)
-        return self.job_root_in_cluster if str(rel) == "." else f"{self.job_root_in_cluster}/{rel.as_posix()}"
-
-    def visible_gpus(self, gpus: Tuple[int, ...], count: Optional[int] = None) -> str:
-        """CUDA_VISIBLE_DEVICES a job step on a node owning ``gpus`` sees with ``count`` (default all)."""
-        n = len(gpus) if count is None else min(count, len(gpus))
-        return ",".join(str(i) for i in range(n)) if self.gpus_renumbered else ",".join(map(str, gpus[:n]))

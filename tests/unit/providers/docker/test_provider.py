@@ -38,6 +38,6 @@ def test_placement_runs_a_munged_per_container_and_shares_job_files(tmp_path):
     pl = DockerProvider().placement(state)
     assert pl.munged_on == [CONTROLLER, "node1", "node2"] and pl.daemon_user == "root"
     assert pl.paths.munge_socket == "/run/munge/munge.socket.2" and pl.gpus_renumbered
-    assert pl.cluster_path(tmp_path / "c" / "shared" / "verify") == "/shared/verify"
+    assert (pl.job_root, pl.job_root_in_cluster) == (tmp_path / "c" / "shared", "/shared")
     assert DockerProvider().runner(state, "node1").exec_prefix("/shared", False) == [
         "docker", "exec", "-i", "-w", "/shared", f"simcluster-{s.name}-node1"]
