@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 from typing import Dict, List, Optional
@@ -145,3 +146,13 @@ def pytest_sessionfinish(session, exitstatus):
         if leftover:
             print(f"\nERROR: test daemons left running: {leftover}", file=sys.stderr)
             session.exitstatus = 1
+
+
+def wait_for(what, cond, timeout=60.0, poll=0.3):
+    """Poll ``cond()`` until it holds; fail the test naming ``what`` after ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return
+        time.sleep(poll)
+    raise AssertionError(f"timed out waiting for {what}")

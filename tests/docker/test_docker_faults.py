@@ -13,7 +13,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import TEST_HOME_ROOT, run_cli
+from tests.conftest import wait_for, TEST_HOME_ROOT, run_cli
 from tests.docker.conftest import LABEL, docker_ids
 
 UP_ARGS = ["--backend", "docker", "--nodes", "2", "--fast-failure", "--accounting"]
@@ -48,15 +48,6 @@ def dc(docker_engine):
     run_cli(["down", "--name", name], home)
     assert docker_ids(f"label={LABEL}={name}") == []
     shutil.rmtree(home, ignore_errors=True)
-
-
-def wait_for(what, cond, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.5)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def container_status(name: str) -> str:

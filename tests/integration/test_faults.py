@@ -16,7 +16,7 @@ import uuid
 
 import pytest
 
-from tests.conftest import TEST_HOME_ROOT, Cluster, daemons_under, run_cli
+from tests.conftest import wait_for, TEST_HOME_ROOT, Cluster, daemons_under, run_cli
 
 pytestmark = pytest.mark.integration
 UP_ARGS = ["--nodes", "3", "--fast-failure", "--accounting"]
@@ -47,15 +47,6 @@ def status(c: Cluster) -> dict:
 def job_field(c: Cluster, job: str, key: str) -> str:
     out = c.run(["scontrol", "show", "job", "-o", job], check=False).stdout
     return next((f.split("=", 1)[1] for f in out.split() if f.startswith(key + "=")), "")
-
-
-def wait_for(what, cond, timeout=60.0):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def sacct_ids(c: Cluster) -> set:
