@@ -125,7 +125,7 @@ def test_kill_node_kills_its_job_steps_and_heal_restarts_it(fc, tmp_path):
 
 
 def test_stop_keeps_jobs_and_start_brings_them_back(fc, tmp_path):
-    held = fc.run(["sbatch", "--parsable", "--hold", "-N1", "--wrap", "true"]).stdout.strip()
+    held = fc.run(["sbatch", "--parsable", "--hold", "-N1", "-o", "/dev/null", "--wrap", "true"]).stdout.strip()
     time.sleep(2)  # slurmctld saves its state asynchronously
     assert "stopped" in run_cli(["stop", "--name", fc.name], fc.home, check=True).stdout
     assert daemons_under(fc.root) == []
