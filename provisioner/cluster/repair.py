@@ -138,7 +138,7 @@ def repair(cluster: Cluster, progress: Callable[[str], None], timeout: float) ->
     if nodes:
         step(f"starting {len(nodes)} slurmd", lambda: steps.start_slurmds(up, nodes))
     done += sorted(k for k in dead if not k.startswith("slurmd:"))
-    done += [f"slurmd:{n}" for n in nodes]
+    done += [f"slurmd:{n}" + (" (not answering)" if n in p.hung else "") for n in nodes]
     step(f"waiting for {len(c.node_names)} nodes to answer",
          lambda: steps.wait_nodes_ready(up, steps.responding, "responding"))
     if c.spec.accounting and dead & {"slurmctld", "slurmdbd", "mariadbd"}:

@@ -82,6 +82,37 @@ def test_up_repairs_a_killed_slurmd_keeping_the_requeued_job_and_accounting(fc, 
     assert "nothing to do" in nothing.stdout
 
 
+def test_a_slurmd_alive_but_not_answering_is_flagged_and_up_restarts_it(fc):
+    """A hung slurmd (stopped outside `simcluster fault`, so nothing records it): its pid is
+    alive, slurmctld marks the node not responding; status says so with the cure, and the
+    repairing `up` kills and restarts it with its port and the cluster's state kept."""
+    before = state(fc)
+    hung_pid = before["pids"]["slurmd:node2"]
+    os.kill(hung_pid, signal.SIGSTOP)
+    try:
+        # sinfo's "*" suffix (idle*, down*): slurmctld's pings go unanswered.
+        wait_for("slurmctld to see node2 not responding",
+                 lambda: "*" in fc.run(["sinfo", "-h", "-n", "node2", "-o", "%t"], check=False).stdout,
+                 timeout=60)
+        st = status(fc)
+        node2 = next(n for n in st["nodes"] if n["name"] == "node2")
+        assert not st["healthy"] and node2["slurmd_alive"]
+        assert node2["problem"] == "slurmd alive but not answering slurmctld", node2
+        assert any("does not answer" in h and "simcluster up --name" in h for h in st["hints"]), st["hints"]
+        again = run_cli(["up", "--name", fc.name, *UP_ARGS], fc.home, check=True)
+        assert "repaired" in again.stdout and "slurmd:node2 (not answering)" in again.stdout, again.stdout
+        assert "do not answer" in again.stderr, again.stderr  # the progress line
+    finally:
+        try:
+            os.kill(hung_pid, signal.SIGCONT)  # only matters if the test failed before the restart
+        except ProcessLookupError:
+            pass
+    after = state(fc)
+    assert after["pids"]["slurmd:node2"] != hung_pid
+    assert after["node_ports"] == before["node_ports"] and after["pids"]["slurmctld"] == before["pids"]["slurmctld"]
+    wait_for("the cluster to be healthy again", lambda: status(fc)["healthy"], timeout=60)
+
+
 def test_changed_spec_is_a_conflict_and_nothing_changes(fc):
     pids = state(fc)["pids"]
     other = run_cli(["up", "--name", fc.name, "--nodes", "2"], fc.home)
