@@ -1,0 +1,64 @@
+"""`slurm_faults`: `simcluster fault` for a test, every fault healed when the test ends.
+
+Each call loads the cluster afresh and holds its lock, exactly like the `simcluster fault`
+commands (cluster/faults.py's Injector); the fixture remembers which clusters it broke and
+runs `fault heal` on each of them at teardown, so the next test that reuses a session
+cluster finds it whole.
+"""
+
+from __future__ import annotations
+
+from typing import Dict, List, Optional
+
+from provisioner.cluster import faults
+from provisioner.cluster.faults import Injector
+from provisioner.testing.handle import SlurmCluster
+
+
+class SlurmFaults:
+    """kill / pause / resume / drain NODE, kill_controller, stop_accounting, heal; each
+    returns `simcluster fault`'s message. ``cluster=`` picks another cluster (a factory's)."""
+
+    def __init__(self, default: Optional[SlurmCluster]):
+        self.default = default
+        self._touched: Dict[str, Injector] = {}
+
+    def _inj(self, cluster: Optional[SlurmCluster]) -> Injector:
+        target = cluster or self.default
+        if target is None:
+            raise ValueError("slurm_faults: no cluster given and no slurm_cluster in this test")
+        return self._touched.setdefault(target.name, Injector(target.name))
+
+    def kill(self, node: str, cluster: Optional[SlurmCluster] = None) -> str:
+        """SIGKILL the node's slurmd, slurmstepd and job tasks (a crashed host)."""
+        return self._inj(cluster).kill(node)
+
+    def pause(self, node: str, cluster: Optional[SlurmCluster] = None) -> str:
+        return self._inj(cluster)._do(faults.pause_node, node)
+
+    def resume(self, node: str, cluster: Optional[SlurmCluster] = None) -> str:
+        return self._inj(cluster)._do(faults.resume_node, node)
+
+    def drain(self, node: str, reason: str = "slurm_faults", cluster: Optional[SlurmCluster] = None) -> str:
+        return self._inj(cluster)._do(faults.drain_node, node, reason)
+
+    def kill_controller(self, cluster: Optional[SlurmCluster] = None) -> str:
+        return self._inj(cluster).kill_controller()
+
+    def stop_accounting(self, cluster: Optional[SlurmCluster] = None) -> str:
+        return self._inj(cluster).stop_accounting()
+
+    def heal(self, cluster: Optional[SlurmCluster] = None, timeout: float = 120.0) -> str:
+        """Undo every fault in effect and restart dead daemons in place (`simcluster fault heal`)."""
+        return self._inj(cluster).heal(timeout)
+
+    def heal_all(self, timeout: float = 120.0) -> List[str]:
+        """Teardown: heal every cluster this fixture touched; return the messages."""
+        from provisioner.errors import ClusterNotFound
+        done = []
+        for name, inj in self._touched.items():
+            try:
+                done.append(inj.heal(timeout))
+            except ClusterNotFound:
+                pass  # a factory cluster already taken down
+        return done

@@ -1,0 +1,180 @@
+"""The clusters of one pytest session: made on first request, reused per spec, all taken down at the end.
+
+A request is a small dict of `up`'s choices (nodes, gpus, backend, slurm, accounting, ...);
+the session makes one cluster per distinct request (named pyt-<session>-<n>, ports picked
+free by the provider) and hands the same one to every test that asks for that request.
+When the machine cannot make a cluster (no docker engine, no Slurm binaries, GPUs
+missing) the request is answered with a skip reason, once, without trying again.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from typing import Any, Callable, Dict, List, Optional, Tuple
+
+from provisioner.testing import owners
+from provisioner.testing.handle import SlurmCluster
+
+# The marker's keys and the options behind them; all optional.
+REQUEST_KEYS = ("nodes", "gpus", "backend", "slurm", "accounting", "fast_failure", "cpus", "memory", "config")
+
+
+class CannotRun(Exception):
+    """This machine cannot make the requested cluster: the test is skipped with this reason."""
+
+
+class BadRequest(Exception):
+    """The request itself is wrong (unknown key, invalid spec): the test errors with this line."""
+
+
+def gpu_overrides(value: Any) -> Dict[str, Any]:
+    """--simcluster-gpus / gpus=: '6,7' (real ids, as up --gpus), 'fake:K' (up --fake-gpus K)
+    or 'fake:6,7' (the ids 6,7 simulated)."""
+    if value in (None, "", "none"):
+        return {}
+    text = str(value).strip()
+    if text.startswith("fake:"):
+        rest = text[5:]
+        if rest.isdecimal():
+            return {"fakeGpus": int(rest)}
+        return {"gpus": rest, "fakeGpus": True}
+    return {"gpus": text}
+
+
+def describe(request: Dict[str, Any]) -> str:
+    """'2 nodes, local, gpus fake:2' for messages."""
+    parts = [f"{request.get('nodes') or 2} nodes", request.get("backend") or "local"]
+    parts += [f"{k} {v}" for k, v in sorted(request.items()) if k not in ("nodes", "backend") and v not in (None, False)]
+    return ", ".join(parts)
+
+
+def build_spec(name: str, request: Dict[str, Any]):
+    """The ClusterSpec of ``request`` (validated as `up` would); BadRequest/CannotRun otherwise."""
+    from provisioner.config import load_spec
+    from provisioner.config.validate import TOP_KEYS
+    from provisioner.errors import SimclusterError
+    unknown = sorted(set(request) - set(REQUEST_KEYS))
+    if unknown:
+        raise BadRequest(f"unknown slurm marker key(s) {', '.join(unknown)} (allowed: {', '.join(REQUEST_KEYS)})")
+    overrides: Dict[str, Any] = {"name": name}
+    for key in ("nodes", "backend", "cpus", "memory"):
+        if request.get(key) is not None:
+            overrides[key] = request[key]
+    if request.get("accounting"):
+        overrides["accounting"] = True
+    if request.get("fast_failure"):
+        overrides["failureDetection"] = "fast"
+    overrides.update(gpu_overrides(request.get("gpus")))
+    if request.get("slurm"):
+        if "slurm" not in TOP_KEYS:
+            raise CannotRun(f"slurm={request['slurm']!r} asked for, but this simcluster cannot choose the Slurm "
+                            "version yet (its cluster spec has no 'slurm' key)")
+        overrides["slurm"] = str(request["slurm"])
+    try:
+        return load_spec(request.get("config"), overrides)
+    except SimclusterError as exc:
+        raise BadRequest(f"simcluster cannot make a cluster of {describe(request)}: {exc.one_line()}"
+                         + (f"\n{exc.details}" if exc.details else "")) from None
+
+
+class ClusterPool:
+    """The clusters this session made or attached to."""
+
+    def __init__(self, keep: bool = False, progress: Callable[[str], None] = lambda line: None):
+        self.token = secrets.token_hex(3)
+        self.keep = keep
+        self.progress = progress
+        self._seq = 0
+        self._shared: Dict[Tuple, SlurmCluster] = {}
+        self._cannot: Dict[Tuple, str] = {}
+        self.owned: List[SlurmCluster] = []
+        self.kept: List[str] = []
+        self.attached: Dict[str, SlurmCluster] = {}
+
+    @staticmethod
+    def key(request: Dict[str, Any]) -> Tuple:
+        return tuple(sorted((k, str(v)) for k, v in request.items() if v not in (None, False, "")))
+
+    def new_name(self) -> str:
+        self._seq += 1
+        return f"{owners.PREFIX}{self.token}-{self._seq}"
+
+    def shared(self, request: Dict[str, Any]) -> SlurmCluster:
+        """The session's cluster for ``request`` (made on first use)."""
+        key = self.key(request)
+        if key not in self._shared:
+            self._shared[key] = self.make(request)
+        return self._shared[key]
+
+    def make(self, request: Dict[str, Any]) -> SlurmCluster:
+        """A new cluster of ``request``, owned by this session."""
+        from provisioner.cluster.lifecycle import load, up
+        from provisioner.errors import SimclusterError
+        from provisioner.providers import provider_named
+        key = self.key(request)
+        if key in self._cannot:
+            raise CannotRun(self._cannot[key])
+        name = self.new_name()
+        spec = build_spec(name, request)
+        provider = provider_named(spec.backend)
+        try:
+            provider.sanity_checks(spec)
+        except SimclusterError as exc:
+            self._cannot[key] = f"this machine cannot run a simcluster cluster of {describe(request)}: {exc.one_line()}"
+            raise CannotRun(self._cannot[key]) from None
+        owners.record(name)  # before anything exists: a session killed during `up` is swept too
+        try:
+            self.progress(up(spec, provider, progress=self.progress).splitlines()[0])
+        except BaseException:
+            owners.forget(name)  # up deleted what it made
+            raise
+        handle = SlurmCluster(load(name), owned=True)
+        self.owned.append(handle)
+        return handle
+
+    def attach(self, name: str) -> SlurmCluster:
+        """A running cluster this session did not make (--simcluster-existing); never taken down."""
+        from provisioner.cluster.lifecycle import load
+        from provisioner.errors import SimclusterError
+        if name not in self.attached:
+            try:
+                self.attached[name] = SlurmCluster(load(name), owned=False)
+            except SimclusterError as exc:
+                raise BadRequest(f"--simcluster-existing {name}: {exc.one_line()}") from None
+        return self.attached[name]
+
+    def release(self, handle: SlurmCluster, quiet: bool = False) -> None:
+        """Take down one owned cluster now (factory clusters at the end of their test)."""
+        from provisioner.cluster.lifecycle import down
+        from provisioner.errors import ClusterNotFound
+        if handle not in self.owned:
+            return
+        self.owned.remove(handle)
+        self._shared = {k: v for k, v in self._shared.items() if v is not handle}
+        if self.keep:
+            owners.forget(handle.name)
+            self.kept.append(handle.name)
+            return
+        try:
+            message = down(handle.name)
+            if not quiet:
+                self.progress(message)
+        except ClusterNotFound:
+            pass
+        owners.forget(handle.name)
+
+    def close(self) -> List[str]:
+        """Take down (or, with keep, leave) every cluster this session made; return the errors."""
+        errors = []
+        for handle in list(self.owned):
+            try:
+                self.release(handle, quiet=True)
+            except Exception as exc:  # one cluster that will not go down must not keep the others up
+                errors.append(f"{handle.name}: {exc}")
+        return errors
+
+
+def stderr_progress(line: str) -> None:
+    """up's and down's progress lines: captured with the test that made the cluster."""
+    print(line, file=sys.stderr, flush=True)
