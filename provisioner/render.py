@@ -59,6 +59,8 @@ class RenderInputs:
     controller_port: int
     node_ports: Dict[str, int]
     node_addr: str = "127.0.0.1"
+    # Local backend: each node's own loopback address (nodes not named here get node_addr).
+    node_addrs: Dict[str, str] = field(default_factory=dict)
     nss_wrapper_lib: Optional[str] = None
     # Docker backend: every node is its own host, reachable by its name.
     nodes_are_hosts: bool = False
@@ -113,7 +115,7 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         {
             "name": n.name,
             "hostname": n.name if inputs.nodes_are_hosts else inputs.hostname,
-            "addr": n.name if inputs.nodes_are_hosts else inputs.node_addr,
+            "addr": n.name if inputs.nodes_are_hosts else inputs.node_addrs.get(n.name, inputs.node_addr),
             "port": inputs.node_ports[n.name],
             "cpus": n.cpus,
             "memory": n.memory,
@@ -157,25 +159,6 @@ def render_all(spec: ClusterSpec, inputs: RenderInputs) -> Dict[str, str]:
     ctx = build_context(spec, inputs)
     templates = {**TEMPLATES, **(ACCOUNTING_TEMPLATES if spec.accounting else {})}
     return {out: env.get_template(tpl).render(**ctx) for out, tpl in templates.items()}
-
-
-def render_hosts_file(spec: ClusterSpec, addr: str = "127.0.0.1",
-                      system_hosts: Path = Path("/etc/hosts"), ipv6_mapped: bool = False) -> str:
-    """The cluster's hosts file for libnss_wrapper: node names first, then the system's.
-
-    ``ipv6_mapped`` adds ``::ffff:<addr> <node>`` lines: torch.distributed's TCPStore
-    client looks a name up as IPv6 first (AI_V4MAPPED) and retries that until its timeout,
-    and libnss_wrapper only answers IPv6 lookups from IPv6 lines, so without them every
-    torchrun/init_process_group rendezvous on a node name hangs.
-    """
-    lines = [f"{addr} {n.name}" for n in spec.nodes]
-    try:
-        system = system_hosts.read_text()
-    except OSError:
-        system = "127.0.0.1 localhost\n"
-    if ipv6_mapped and ":" not in addr:
-        system = system.rstrip("\n") + "\n" + "".join(f"::ffff:{addr} {n.name}\n" for n in spec.nodes)
-    return "\n".join(lines) + "\n" + system
 
 
 def redact_secrets(text: str) -> str:

@@ -41,7 +41,7 @@ def slurmctld_argv(cluster: Cluster) -> List[str]:
 
 
 def slurmd_argv(cluster: Cluster, node: str) -> List[str]:
-    return ["slurmd", "-D", "-N", node, "-f", cluster.paths.slurm_conf]
+    return [*cluster.placement.slurmd_prefix, "slurmd", "-D", "-N", node, "-f", cluster.paths.slurm_conf]
 
 
 def slurmdbd_argv(cluster: Cluster) -> List[str]:

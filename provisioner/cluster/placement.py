@@ -68,3 +68,5 @@ class Placement:
     controller_where: str = "this host"  # where slurmctld runs, for status and messages
     usage: str = ""  # how to use the cluster, the second line of `up`'s summary
     install_hint: str = ""  # how to get the training stack where jobs run
+    # Put before `slurmd ...` (the local backend's private /etc/hosts per slurmd); empty: none.
+    slurmd_prefix: Tuple[str, ...] = ()

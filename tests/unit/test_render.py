@@ -20,7 +20,7 @@ import pytest
 from provisioner.config import load_spec
 from provisioner.paths import ClusterLayout
 from provisioner.render import (TEMPLATES, RenderInputs, _environment, build_context, default_ports,
-                                render_all, render_hosts_file, write_files)
+                                render_all, write_files)
 from tests.conftest import REPO, run_cli
 from tests.unit.conftest import fixed_inputs, spec_from
 
@@ -246,15 +246,6 @@ def test_write_files_makes_the_prolog_executable(tmp_path):
     assert sorted(p.name for p in written) == sorted(TEMPLATES)
     assert (tmp_path / "out" / "task_prolog.sh").stat().st_mode & stat.S_IXUSR
     assert not (tmp_path / "out" / "slurm.conf").stat().st_mode & stat.S_IXUSR
-
-
-def test_hosts_file_lists_nodes_before_the_system_hosts(tmp_path):
-    system = tmp_path / "hosts"
-    system.write_text("127.0.0.1 localhost\n10.0.0.5 other\n")
-    text = render_hosts_file(seed_spec(), system_hosts=system)
-    assert text.splitlines() == ["127.0.0.1 node6", "127.0.0.1 node7", "127.0.0.1 localhost", "10.0.0.5 other"]
-    missing = render_hosts_file(seed_spec(), addr="10.1.1.1", system_hosts=tmp_path / "nope")
-    assert missing.splitlines() == ["10.1.1.1 node6", "10.1.1.1 node7", "127.0.0.1 localhost"]
 
 
 def test_render_command_writes_the_seed_configs(tmp_path):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
 
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import PrerequisiteError, UsageError
@@ -76,11 +76,20 @@ def explicit_ports(spec: ClusterSpec) -> List[int]:
     return ports
 
 
-def run_preflight(spec: ClusterSpec, layout: ClusterLayout) -> str:
-    """Run every check; return the libnss_wrapper path to use."""
+def name_resolver() -> Tuple[str, Optional[str]]:
+    """How node names will resolve in jobs: (names.NAMESPACE, None) where a private
+    /etc/hosts per slurmd is allowed, else (names.NSS_WRAPPER, its library) or an error."""
+    from provisioner.providers.local import names
+    if names.namespaces_work(Path("/etc/hosts")):
+        return names.NAMESPACE, None
+    return names.NSS_WRAPPER, find_nss_wrapper()
+
+
+def run_preflight(spec: ClusterSpec, layout: ClusterLayout) -> Tuple[str, Optional[str]]:
+    """Run every check; return the name resolver to use (see name_resolver)."""
     require_binaries()
-    nss = find_nss_wrapper()
+    resolver = name_resolver()
     check_gpus(spec)
     check_paths(layout)
     check_ports_free(explicit_ports(spec))
-    return nss
+    return resolver

@@ -2,9 +2,10 @@
 
 Provisioning picks free ports, checks binaries, libnss_wrapper, GPUs and paths, and makes
 the state directory; the shared steps then start munged, slurmctld and `slurmd -N` per
-node here. Node names resolve inside jobs through libnss_wrapper and the cluster's own
-hosts file (no change to /etc/hosts), and a TaskProlog maps Slurm's node-local GPU index
-to the node's physical GPU ids (every node shares this host's GPUs).
+node here. Every node has a loopback address of its own, and node names resolve inside
+jobs through the cluster's own hosts file (names.py; no change to the host's /etc/hosts);
+a TaskProlog maps Slurm's node-local GPU index to the node's physical GPU ids (every node
+shares this host's GPUs).
 """
 
 from __future__ import annotations
@@ -12,18 +13,19 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
 
 from provisioner.cluster.placement import CONTROLLER, NodePaths, Placement
 from provisioner.cluster.runner import HostRunner
 from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES
-from provisioner.cluster.state import ClusterState, port_lock, reserved_ports
+from provisioner.cluster.state import ClusterState, all_states, port_lock, reserved_ports
 from provisioner.config.types import ClusterSpec
 from provisioner.providers.base import Progress, Provider
 from provisioner.providers.local import preflight
 from provisioner.providers.local.ports import allocate_ports
 from provisioner.providers.local.processes import cluster_pids, node_pids, terminate
-from provisioner.render import RenderInputs, render_hosts_file
+from provisioner.providers.local import names
+from provisioner.render import RenderInputs
 
 
 def host_runner() -> HostRunner:
@@ -38,17 +40,24 @@ class LocalProvider(Provider):
 
     def __init__(self) -> None:
         self._runner = host_runner()
+        self._resolver: Optional[Tuple[str, Optional[str]]] = None  # found by sanity_checks
 
     def sanity_checks(self, spec: ClusterSpec) -> None:
         from provisioner.cluster import accounting
         from provisioner.paths import ClusterLayout
-        preflight.run_preflight(spec, ClusterLayout.for_name(spec.name))
+        self._resolver = preflight.run_preflight(spec, ClusterLayout.for_name(spec.name))
         if spec.accounting:
             preflight.require_binaries(accounting.REQUIRED_BINARIES, "accounting needs program(s) that are missing")
 
     def provision(self, spec: ClusterSpec, state: ClusterState, progress: Progress) -> None:
-        state.nss_wrapper_lib = preflight.find_nss_wrapper()
+        # Node names resolve through a private /etc/hosts per slurmd where namespaces are
+        # allowed; libnss_wrapper (less faithful, see names.py) where they are not.
+        resolver, state.nss_wrapper_lib = self._resolver or preflight.name_resolver()
+        state.provider_data["resolver"] = resolver
         with port_lock():
+            taken = [names.block_of(st.provider_data.get("node_addrs", {})) for st in all_states()
+                     if st.name != spec.name]
+            state.provider_data["node_addrs"] = names.node_addresses(spec, names.pick_block(b for b in taken if b))
             needed = [n for n in spec.nodes if n.port is None]
             count = len(needed) + (0 if spec.controller_port else 1) + (2 if spec.accounting else 0)
             free = iter(allocate_ports(count, reserved=reserved_ports(exclude=spec.name))) if count else iter(())
@@ -68,15 +77,21 @@ class LocalProvider(Provider):
 
     def placement(self, state: ClusterState) -> Placement:
         layout, spec = state.layout, state.cluster_spec
+        # Clusters made before nodes had addresses of their own: all on 127.0.0.1, nss_wrapper.
+        addrs = state.provider_data.get("node_addrs", {})
+        in_namespace = state.provider_data.get("resolver") == names.NAMESPACE
         render = RenderInputs(layout=layout, hostname=state.hostname, slurm_user=state.user,
                               controller_port=state.controller_port, node_ports=state.node_ports,
-                              nss_wrapper_lib=state.nss_wrapper_lib)
+                              node_addrs=addrs, nss_wrapper_lib=None if in_namespace else state.nss_wrapper_lib)
+        node_addrs = {n.name: addrs.get(n.name, "127.0.0.1") for n in spec.nodes}
+        prefix = names.namespace_prefix(str(layout.hosts_file), os.getuid(), os.getgid()) if in_namespace else []
         return Placement(
             paths=NodePaths.of_layout(layout), render=render, daemon_user=state.user, munged_on=[CONTROLLER],
             config_dir=layout.etc, job_root=layout.root, job_root_in_cluster=str(layout.root),
             # Jobs run on this same host: the python running simcluster (its venv) is theirs.
             python_bin=str(Path(sys.executable).parent), gpus_renumbered=False,
-            extra_files={"hosts": render_hosts_file(spec, ipv6_mapped=True)},
+            extra_files={"hosts": names.hosts_file(node_addrs, ipv6_mapped=not in_namespace)},
+            slurmd_prefix=tuple(prefix),
             client_env={"SLURM_CONF": str(layout.slurm_conf), "SIMCLUSTER_CLUSTER": state.name},
             dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
             usage=f'use it: eval "$(simcluster env --name {state.name})"; sinfo',

@@ -1,0 +1,127 @@
+"""Names and addresses of the local backend's virtual nodes, as jobs see them.
+
+Every virtual node gets an address of its own on the loopback network (127.B.x.y, one
+block 127.B.0.0/16 per cluster; never 127.0.0.0/16, whose 127.0.1.1 Debian gives the host
+name), so a process can bind its node's address and port while another node binds the
+same port on its own address, and MASTER_ADDR differs from node to node.
+
+Names resolve through the cluster's own hosts file. Where the kernel lets us, each slurmd
+starts in a private mount namespace in which that file is bind-mounted over /etc/hosts
+(`unshare`; rootless: in a user namespace that maps the user to itself), so jobs resolve
+names with glibc itself, exactly as on separate hosts: a name gives its address once, a
+numeric address gives itself once, and an IPv6 lookup with AI_V4MAPPED (torch's TCPStore
+client asks that first, and retries until its timeout if it fails) gives ::ffff:<addr>.
+
+Where namespaces are refused (some containers), the older way remains: libnss_wrapper,
+preloaded into every task by the TaskProlog. It cannot map IPv4 to IPv6, so the file then
+carries ::ffff: lines too, and an unspecified-family lookup of a node name returns both
+(docs/fidelity.md says what that breaks).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import subprocess
+from pathlib import Path
+from typing import Dict, Iterable, List, Optional, Tuple
+
+from provisioner.config.types import ClusterSpec
+
+NAMESPACE = "mount-namespace"
+NSS_WRAPPER = "nss_wrapper"
+# 127.0.x.x holds localhost and Debian's 127.0.1.1 <hostname>; 127.255 is left alone.
+BLOCK_RANGE = (2, 254)
+PER_THIRD_OCTET = 254  # .1 to .254 in each /24
+
+
+def node_address(block: int, index: int) -> str:
+    """The address of the ``index``-th node (0-based) in block 127.<block>.0.0/16."""
+    return f"127.{block}.{index // PER_THIRD_OCTET}.{index % PER_THIRD_OCTET + 1}"
+
+
+def node_addresses(spec: ClusterSpec, block: int) -> Dict[str, str]:
+    return {n.name: node_address(block, i) for i, n in enumerate(spec.nodes)}
+
+
+def pick_block(taken: Iterable[int], seed=None) -> int:
+    """A /16 block no other cluster of this home uses (any block when all are taken: the
+    ports still differ, so clusters sharing a block still work)."""
+    lo, hi = BLOCK_RANGE
+    used = set(taken)
+    free = [b for b in range(lo, hi + 1) if b not in used]
+    return random.Random(seed).choice(free or list(range(lo, hi + 1)))
+
+
+def block_of(addrs: Dict[str, str]) -> Optional[int]:
+    """The block a cluster's node addresses lie in (None for the old shared 127.0.0.1)."""
+    for addr in addrs.values():
+        parts = addr.split(".")
+        if len(parts) == 4 and parts[0] == "127" and parts[1] != "0":
+            return int(parts[1])
+    return None
+
+
+def _system_lines(text: str) -> List[Tuple[str, List[str]]]:
+    """(address, names) of each line of a hosts file, comments and blanks dropped."""
+    out = []
+    for line in text.splitlines():
+        fields = line.split("#", 1)[0].split()
+        if len(fields) >= 2:
+            out.append((fields[0], fields[1:]))
+    return out
+
+
+def hosts_file(node_addrs: Dict[str, str], system_hosts: Path = Path("/etc/hosts"),
+               ipv6_mapped: bool = False) -> str:
+    """The cluster's hosts file: one line per address, node names first, then the
+    system's own names (localhost, this host's name) so they keep resolving.
+
+    Lines of the system file that share an address are merged into one: libnss_wrapper
+    answers a numeric lookup once per line that holds the address (127.0.0.1 came back
+    five times), and one line per address is also what a tidy /etc/hosts has. Names of
+    nodes are taken out of the system lines, so a node name has exactly one address.
+    ``ipv6_mapped`` (libnss_wrapper only) adds ``::ffff:<addr> <node>`` lines, since that
+    library cannot answer an IPv6 lookup with a mapped IPv4 address.
+    """
+    try:
+        system = system_hosts.read_text()
+    except OSError:
+        system = "127.0.0.1 localhost\n"
+    nodes = set(node_addrs)
+    merged: Dict[str, List[str]] = {}
+    for addr, names in _system_lines(system):
+        kept = merged.setdefault(addr, [])
+        kept.extend(n for n in names if n not in nodes and n not in kept)
+    lines = ["# Hosts file of a simcluster cluster: its nodes, then this host's own names."]
+    lines += [f"{addr} {name}" for name, addr in node_addrs.items()]
+    lines += [f"{addr} {' '.join(names)}" for addr, names in merged.items() if names]
+    if ipv6_mapped:
+        lines += [f"::ffff:{addr} {name}" for name, addr in node_addrs.items() if ":" not in addr]
+    return "\n".join(lines) + "\n"
+
+
+def namespace_prefix(hosts: str, uid: int, gid: int) -> List[str]:
+    """The argv prefix that starts a daemon in a mount namespace of its own where ``hosts``
+    is /etc/hosts. The daemon keeps its pid (unshare and sh exec, they do not fork).
+
+    As root one `unshare --mount` does it. Rootless, only a user namespace grants the right
+    to mount: the outer one maps the user to root to mount, the inner one maps the user back
+    to itself, so slurmd and its jobs run as the user, as they would without it.
+    """
+    script = 'mount --bind "$0" /etc/hosts && exec "$@"'
+    if uid == 0:
+        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, hosts]
+    return ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", "sh", "-c",
+            script, hosts, "unshare", "--user", f"--map-user={uid}", f"--map-group={gid}"]
+
+
+def namespaces_work(hosts: Path) -> bool:
+    """True if a daemon can be started behind :func:`namespace_prefix` here (a container
+    without CAP_SYS_ADMIN or with user namespaces blocked cannot)."""
+    argv = namespace_prefix(str(hosts), os.getuid(), os.getgid()) + ["true"]
+    try:
+        return subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              timeout=10).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False

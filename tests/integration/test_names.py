@@ -1,0 +1,115 @@
+"""Names and addresses in jobs behave as on separate hosts (local backend, real daemons).
+
+Each virtual node has a loopback address of its own; in a job a node name and a numeric
+address each resolve to one address (servers that bind every getaddrinfo result, as
+tornado does, then start), IPv6 lookups with AI_V4MAPPED answer at once (torch asks those
+first), and a server a job starts on one node is reachable from another node by name and
+from the submit host at the node's address.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import textwrap
+
+import pytest
+
+from tests.conftest import wait_for
+from tests.integration.test_local_cluster import wait_job, write_job
+
+pytestmark = pytest.mark.integration
+
+LOOKUPS = textwrap.dedent("""
+    import json, os, socket, sys
+    me = os.environ["SLURMD_NODENAME"]
+    def gai(host, family=socket.AF_UNSPEC, flags=0):
+        try:
+            return [r[4][0] for r in socket.getaddrinfo(host, 80, family, socket.SOCK_STREAM, 0, flags)]
+        except socket.gaierror as exc:
+            return str(exc)
+    own = gai(me)[0]
+    out = {"node": me, "own": own}
+    for host in ("node1", "node2", own, "127.0.0.1", "localhost", socket.gethostname()):
+        out[host] = {"any": gai(host), "v6mapped": gai(host, socket.AF_INET6, socket.AI_V4MAPPED | socket.AI_ALL)}
+    # Bind every result for the node's name on one port, as tornado's bind_sockets does.
+    port = int(sys.argv[1])
+    bound = []
+    for fam, kind, proto, _, addr in socket.getaddrinfo(me, port, socket.AF_UNSPEC, socket.SOCK_STREAM, 0,
+                                                         socket.AI_PASSIVE):
+        s = socket.socket(fam, kind, proto)
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if fam == socket.AF_INET6:
+            s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+        s.bind(addr)
+        s.listen()
+        bound.append(addr[0])
+    out["bound"] = bound
+    print(json.dumps(out), flush=True)
+""")
+
+SERVER = textwrap.dedent("""
+    import os, socket, sys
+    port, ready, clients = int(sys.argv[1]), sys.argv[2], int(sys.argv[3])
+    srv = socket.create_server((os.environ["SLURMD_NODENAME"], port))
+    open(ready, "w").write(srv.getsockname()[0])
+    for _ in range(clients):
+        conn, peer = srv.accept()
+        who = conn.recv(64).decode()
+        conn.sendall(f"hello {who} from {os.environ['SLURMD_NODENAME']}".encode())
+        print("served", who, flush=True)
+        conn.close()
+""")
+
+
+def _port() -> int:
+    return 21000 + os.getpid() % 4000
+
+
+def test_lookups_in_jobs_give_one_address_each_and_nodes_bind_the_same_port(make_cluster, tmp_path):
+    c = make_cluster("--nodes", "2")
+    script = tmp_path / "lookups.py"
+    script.write_text(LOOKUPS)
+    # Both nodes bind the same port at once, each on its own address.
+    out = c.run(["srun", "-N2", "--ntasks-per-node=1", os.sys.executable, str(script), str(_port())]).stdout
+    results = {r["node"]: r for r in map(json.loads, out.splitlines())}
+    assert sorted(results) == ["node1", "node2"], out
+    addr1, addr2 = results["node1"]["own"], results["node2"]["own"]
+    assert addr1 != addr2 and addr1.startswith("127.") and not addr1.startswith("127.0.")
+    for node, r in results.items():
+        assert r["node1"]["any"] == [addr1] and r["node2"]["any"] == [addr2], r
+        assert r[r["own"]]["any"] == [r["own"]], r  # a numeric address: itself, once
+        assert r["127.0.0.1"]["any"] == ["127.0.0.1"] and r["localhost"]["any"] == ["127.0.0.1"], r
+        assert len(r[socket.gethostname()]["any"]) == 1, r  # the host's own name still resolves
+        assert r["node2"]["v6mapped"] == [f"::ffff:{addr2}"], r  # torch's first lookup answers
+        assert r["bound"] == [r["own"]], r
+    conf = c.slurm_conf.read_text()
+    assert f"NodeAddr={addr1} " in conf and f"NodeAddr={addr2} " in conf
+
+
+def test_server_in_a_job_is_reached_from_another_node_and_from_the_submit_host(make_cluster, tmp_path):
+    c = make_cluster("--nodes", "2")
+    (tmp_path / "server.py").write_text(SERVER)
+    ready, port = tmp_path / "ready", _port() + 1
+    client = (f"import socket; s = socket.create_connection(('node1', {port}), timeout=30); "
+              "s.sendall(b'node2'); print(s.recv(64).decode())")
+    job = write_job(tmp_path / "serve.sh", f"""
+        #SBATCH --nodes=2 --ntasks-per-node=1 --output={tmp_path}/serve.out --time=2
+        srun -N1 -n1 -w node1 {os.sys.executable} {tmp_path}/server.py {port} {ready} 2 &
+        while [ ! -s {ready} ]; do sleep 0.1; done
+        srun -N1 -n1 -w node2 {os.sys.executable} -c "{client}"
+        wait
+    """)
+    job_id = c.run(["sbatch", "--parsable", str(job)]).stdout.strip()
+    wait_for("the job's server to listen", lambda: ready.exists() and ready.read_text(), timeout=60)
+    node_addr = re.search(r"NodeAddr=(\S+)", c.run(["scontrol", "show", "node", "node1"]).stdout).group(1)
+    assert ready.read_text() == node_addr  # it listens on node1's own address
+    with socket.create_connection((node_addr, port), timeout=30) as s:
+        s.sendall(b"submit-host")
+        assert s.recv(64).decode() == "hello submit-host from node1"
+    state = wait_job(c, job_id)
+    out = (tmp_path / "serve.out").read_text()
+    assert state == "COMPLETED", out
+    assert "hello node2 from node1" in out and "served node2" in out and "served submit-host" in out, out
