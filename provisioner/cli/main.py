@@ -10,7 +10,7 @@ import click
 from provisioner import __version__
 from provisioner.errors import SimclusterError
 
-COMMANDS = ["up", "down", "stop", "start", "fault", "status", "list", "env", "exec", "render", "export_logs", "image", "deploy", "verify", "test_cmd"]
+COMMANDS = ["up", "down", "stop", "start", "fault", "status", "list", "env", "exec", "render", "export_logs", "image", "deploy", "verify", "test_cmd", "check"]
 
 
 class _Group(click.Group):

@@ -1,0 +1,612 @@
+"""A batch script as data: its #SBATCH header and its commands, from a real bash parse tree.
+
+The tree comes from tree-sitter-bash (error tolerant, so a script with one odd line still
+yields every other command). On top of it this module keeps what the rules need and a
+regex cannot see:
+
+* which shell expands each variable: the batch shell (once, on the first node) or the
+  shell of each task (`srun bash -c "...\\$SLURM_NODEID..."`). The string handed to
+  `bash -c` is rebuilt the way bash would (unescaping `\\$`, `\\"`, dropping `\\<newline>`),
+  parsed again, and every variable the outer shell already expanded is marked as such;
+* where each inner node sits in the file (line numbers survive the re-parse);
+* assignments in order, so a variable can be resolved to what it held at a given line;
+* srun's options and the program it runs per task.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Dict, Iterator, List, Optional, Sequence, Tuple
+
+BATCH = "batch"  # expanded/run once by the batch shell, on the first node
+TASK = "task"    # expanded/run by each task an srun step starts
+
+_SENTINEL_RE = re.compile(r"__SCK(\d+)__")
+
+
+def _parser():
+    import tree_sitter_bash
+    from tree_sitter import Language, Parser
+    return Parser(Language(tree_sitter_bash.language()))
+
+
+_PARSER = None
+
+
+def parse_tree(data: bytes):
+    """The tree-sitter tree of ``data`` (one parser per process)."""
+    global _PARSER
+    if _PARSER is None:
+        _PARSER = _parser()
+    return _PARSER.parse(data)
+
+
+@dataclass
+class Part:
+    """One piece of a word: literal text, a variable, a command substitution, arithmetic."""
+    kind: str            # "lit" | "var" | "cmd" | "arith"
+    text: str            # literal text, or the source text of the expansion
+    shell: str = BATCH   # which shell expands it
+    line: int = 0
+    names: Tuple[str, ...] = ()  # variables referenced (var: one; arith/cmd: any)
+    default: Optional[str] = None  # ${X:-default}
+
+
+@dataclass
+class Word:
+    parts: List[Part]
+    line: int
+    text: str  # as written (after bash -c unquoting, for inner words)
+
+    def literal(self) -> Optional[str]:
+        """The word's value when it is plain literal text, else None."""
+        if all(p.kind == "lit" for p in self.parts):
+            return "".join(p.text for p in self.parts)
+        return None
+
+    def refs(self, shell: Optional[str] = None) -> Iterator[Part]:
+        """Parts that reference variables (optionally only those expanded by ``shell``)."""
+        for p in self.parts:
+            if p.names and (shell is None or p.shell == shell):
+                yield p
+
+    def flat(self) -> str:
+        """The word with expansions kept as written: '--node_rank=$SLURM_NODEID'."""
+        return "".join(p.text for p in self.parts)
+
+
+@dataclass
+class Assignment:
+    name: str
+    value: Optional[Word]
+    line: int
+    shell: str
+    exported: bool
+    prefix_of: Optional["Command"] = None  # `VAR=x cmd`: only cmd sees it
+
+
+@dataclass
+class Command:
+    argv: List[Word]
+    line: int            # first line of the command
+    end_line: int
+    shell: str           # BATCH: the batch shell runs it; TASK: every task of an srun step runs it
+    source: str          # the command's text in the file (outer text for inner commands)
+    background: bool = False
+    assigns: List[Assignment] = field(default_factory=list)
+    srun: Optional["Command"] = None  # for a per-task command: the srun that starts it
+    in_bash_c: bool = False           # came from a `bash -c STRING`
+    prog_index: int = 0               # srun: index in argv of the program it runs
+
+    @property
+    def name(self) -> str:
+        return (self.argv[0].literal() or "") if self.argv else ""
+
+    def words(self) -> List[str]:
+        return [w.flat() for w in self.argv]
+
+
+@dataclass
+class HeaderOpt:
+    key: str    # long name without dashes: "nodes", "gres", "signal"
+    value: str
+    line: int
+    text: str   # the whole line
+
+
+@dataclass
+class Script:
+    path: str
+    text: str
+    header: List[HeaderOpt]
+    late_header: List[HeaderOpt]  # #SBATCH lines after the first command: sbatch ignores them
+    commands: List[Command]
+    assignments: List[Assignment]
+    functions: Dict[str, int]
+    parse_errors: List[int]
+
+    @property
+    def lines(self) -> List[str]:
+        return self.text.splitlines()
+
+    def line_text(self, line: int) -> str:
+        lines = self.lines
+        return lines[line - 1] if 0 < line <= len(lines) else ""
+
+    def opt(self, key: str) -> Optional[HeaderOpt]:
+        found = [o for o in self.header if o.key == key]
+        return found[-1] if found else None
+
+    def assignment_before(self, name: str, line: int, shell: str = BATCH) -> Optional[Assignment]:
+        """The last batch-shell assignment of ``name`` at or before ``line`` (source order)."""
+        best = None
+        for a in self.assignments:
+            if a.name == name and a.shell == shell and a.prefix_of is None and a.line <= line:
+                best = a
+        return best
+
+    def exported(self, name: str) -> bool:
+        return any(a.name == name and a.exported for a in self.assignments)
+
+
+# ---------------------------------------------------------------- #SBATCH header
+
+_SHORT = {"N": "nodes", "n": "ntasks", "c": "cpus-per-task", "G": "gpus", "p": "partition", "t": "time",
+          "J": "job-name", "o": "output", "e": "error", "a": "array", "A": "account", "w": "nodelist",
+          "C": "constraint", "D": "chdir", "q": "qos"}
+
+
+def parse_header(text: str) -> Tuple[List[HeaderOpt], List[HeaderOpt]]:
+    """#SBATCH options (those sbatch reads: before the first command) and any later ones."""
+    head: List[HeaderOpt] = []
+    late: List[HeaderOpt] = []
+    started = False
+    for i, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if i == 1 and line.startswith("#!"):
+            continue
+        if not line or (line.startswith("#") and not line.startswith("#SBATCH")):
+            continue
+        if not line.startswith("#SBATCH"):
+            started = True
+            continue
+        body = line[len("#SBATCH"):]
+        if "#" in body:
+            body = body[:body.index("#")]
+        tokens = body.split()
+        opts = _header_tokens(tokens)
+        target = late if started else head
+        for key, value in opts:
+            target.append(HeaderOpt(key, value, i, raw))
+    return head, late
+
+
+def _header_tokens(tokens: Sequence[str]) -> List[Tuple[str, str]]:
+    out = []
+    i = 0
+    while i < len(tokens):
+        tok = tokens[i]
+        if tok.startswith("--"):
+            key, eq, value = tok[2:].partition("=")
+            if not eq and i + 1 < len(tokens) and not tokens[i + 1].startswith("-"):
+                value = tokens[i + 1]
+                i += 1
+            out.append((key.replace("_", "-"), value))
+        elif tok.startswith("-") and len(tok) >= 2:
+            key = _SHORT.get(tok[1], tok[1])
+            value = tok[2:]
+            if value.startswith("="):
+                value = value[1:]
+            if not value and i + 1 < len(tokens):
+                value = tokens[i + 1]
+                i += 1
+            out.append((key, value))
+        i += 1
+    return out
+
+
+# ---------------------------------------------------------------- srun options
+
+# srun options that take a value as the next word when not written --opt=value
+_SRUN_SHORT_WITH_ARG = set("ANncpGtJoewxmrDTCdLqSkBbijlMOsuvXZ") - set("lkOsuvXZ")
+_SRUN_LONG_WITH_ARG = {
+    "nodes", "ntasks", "ntasks-per-node", "cpus-per-task", "partition", "time", "job-name", "output",
+    "error", "input", "nodelist", "exclude", "distribution", "relative", "chdir", "threads", "constraint",
+    "dependency", "licenses", "qos", "account", "gres", "gpus", "gpus-per-node", "gpus-per-task", "gpu-bind",
+    "mem", "mem-per-cpu", "mem-per-gpu", "cpu-bind", "mpi", "export", "label-format", "signal", "ntasks-per-gpu",
+    "cpus-per-gpu", "reservation", "kill-on-bad-exit", "wait", "het-group", "container", "container-image",
+    "container-mounts", "container-workdir", "container-name", "network", "propagate", "slurmd-debug",
+    "open-mode", "task-prolog", "task-epilog", "tres-per-task", "exact", "overlap", "cores-per-socket",
+    "sockets-per-node", "threads-per-core", "hint", "begin", "deadline", "comment", "prolog", "epilog",
+}
+# those among them whose value is optional (--kill-on-bad-exit alone means 1)
+_SRUN_LONG_OPTIONAL = {"kill-on-bad-exit", "export", "exact", "overlap", "propagate"}
+
+
+def srun_options(argv: Sequence[Word]) -> Tuple[Dict[str, Tuple[str, Word]], int]:
+    """srun's options {name: (value, word)} and the index of the program it runs."""
+    opts: Dict[str, Tuple[str, Word]] = {}
+    i = 1
+    while i < len(argv):
+        text = argv[i].flat()
+        if text == "--":
+            return opts, i + 1
+        if text.startswith("--"):
+            key, eq, value = text[2:].partition("=")
+            if not eq and key in _SRUN_LONG_WITH_ARG and key not in _SRUN_LONG_OPTIONAL and i + 1 < len(argv):
+                i += 1
+                value = argv[i].flat()
+            opts[key] = (value, argv[i])
+        elif text.startswith("-") and len(text) >= 2:
+            key = text[1]
+            value = text[2:]
+            if not value and key in _SRUN_SHORT_WITH_ARG and i + 1 < len(argv):
+                i += 1
+                value = argv[i].flat()
+            opts[_SHORT.get(key, key)] = (value, argv[i])
+        else:
+            return opts, i
+        i += 1
+    return opts, len(argv)
+
+
+# ---------------------------------------------------------------- the tree walk
+
+_WRAPPERS = {"exec", "time", "nohup", "command", "builtin", "stdbuf", "nice"}
+
+
+class _Source:
+    """A text that was parsed, and for each of its bytes the line of the file it came from."""
+
+    def __init__(self, data: bytes, line_of: Optional[List[int]], sentinels: Dict[int, Part], shell: str):
+        self.data = data
+        self.shell = shell  # the shell that expands the words of this text
+        self.line_of = line_of  # None: the file itself (row + 1)
+        self.sentinels = sentinels
+
+    def line(self, node) -> int:
+        if self.line_of is None:
+            return node.start_point[0] + 1
+        b = min(node.start_byte, len(self.line_of) - 1)
+        return self.line_of[b] if self.line_of else 1
+
+    def end_line(self, node) -> int:
+        if self.line_of is None:
+            return node.end_point[0] + 1
+        b = min(max(node.end_byte - 1, 0), len(self.line_of) - 1)
+        return self.line_of[b] if self.line_of else 1
+
+    def text(self, node) -> str:
+        return self.data[node.start_byte:node.end_byte].decode("utf-8", "replace")
+
+
+class _Walker:
+    def __init__(self, file_text: str):
+        self.file_lines = file_text.splitlines()
+        self.commands: List[Command] = []
+        self.assignments: List[Assignment] = []
+        self.functions: Dict[str, int] = {}
+        self.errors: List[int] = []
+        self.sentinels: Dict[int, Part] = {}
+
+    # -- words
+
+    def parts(self, node, src: _Source, shell: str) -> List[Part]:
+        shell = src.shell  # words are expanded by the shell whose text they are in
+        t = node.type
+        line = src.line(node)
+        if t in ("word", "number", "heredoc_content", "special_variable_name"):
+            return self._literal(src.text(node), src, shell, line, unescape=(t == "word"))
+        if t == "raw_string":
+            return [Part("lit", src.text(node)[1:-1], shell, line)]
+        if t == "ansi_c_string":
+            return [Part("lit", src.text(node)[2:-1], shell, line)]
+        if t in ("string", "translated_string"):
+            out: List[Part] = []
+            pos = node.start_byte + (2 if t == "translated_string" else 1)
+            for child in node.children:
+                if child.type in ('"', "$"):
+                    continue
+                if child.start_byte > pos:  # text tree-sitter did not give a node of its own
+                    gap = src.data[pos:child.start_byte].decode("utf-8", "replace")
+                    out += self._literal(_unescape_dq(gap), src, shell, line)
+                out += self.parts(child, src, shell)
+                pos = child.end_byte
+            end = node.end_byte - 1
+            if end > pos:
+                out += self._literal(_unescape_dq(src.data[pos:end].decode("utf-8", "replace")), src, shell, line)
+            return out
+        if t == "string_content":
+            return self._literal(_unescape_dq(src.text(node)), src, shell, line)
+        if t == "simple_expansion":
+            name = src.text(node)[1:]
+            return [Part("var", src.text(node), shell, line, (name,))]
+        if t == "expansion":
+            names = tuple(src.text(c) for c in node.children if c.type in ("variable_name", "special_variable_name"))
+            default = None
+            kids = list(node.children)
+            for i, c in enumerate(kids):
+                if c.type in (":-", "-", ":=", "=") and i + 1 < len(kids) and kids[i + 1].type != "}":
+                    default = _strip_quotes(src.text(kids[i + 1]))
+            return [Part("var", src.text(node), shell, line, names[:1], default)]
+        if t in ("arithmetic_expansion", "command_substitution", "process_substitution"):
+            names = tuple(sorted(set(_names_in(node, src))))
+            return [Part("arith" if t == "arithmetic_expansion" else "cmd", src.text(node), shell, line, names)]
+        if t == "concatenation":
+            out = []
+            for child in node.children:
+                out += self.parts(child, src, shell)
+            return out
+        return self._literal(src.text(node), src, shell, line)
+
+    def _literal(self, text: str, src: _Source, shell: str, line: int, unescape: bool = False) -> List[Part]:
+        """Literal text, with sentinels (expansions the outer shell made) turned back into parts."""
+        out: List[Part] = []
+        pos = 0
+        for m in _SENTINEL_RE.finditer(text):
+            if m.start() > pos:
+                lit = text[pos:m.start()]
+                out.append(Part("lit", _unescape_word(lit) if unescape else lit, shell, line))
+            out.append(src.sentinels[int(m.group(1))])
+            pos = m.end()
+        if pos < len(text):
+            lit = text[pos:]
+            out.append(Part("lit", _unescape_word(lit) if unescape else lit, shell, line))
+        return out
+
+    def word(self, node, src: _Source, shell: str) -> Word:
+        return Word(self.parts(node, src, shell), src.line(node), _SENTINEL_RE.sub(
+            lambda m: src.sentinels[int(m.group(1))].text, src.text(node)))
+
+    # -- statements
+
+    def walk(self, node, src: _Source, shell: str, srun: Optional[Command] = None, in_bash_c: bool = False) -> None:
+        t = node.type
+        if node.is_error or node.is_missing:
+            self.errors.append(src.line(node))
+        if t in ("heredoc_body", "command_substitution", "comment"):
+            return  # data, or a value: not commands this shell runs as steps
+        if t == "function_definition":
+            name_node = node.child_by_field_name("name")
+            if name_node is not None:
+                self.functions[src.text(name_node)] = src.line(node)
+        if t == "command":
+            self.command(node, src, shell, srun, in_bash_c)
+            return
+        if t == "declaration_command":
+            self.declaration(node, src, shell)
+            return
+        if t == "variable_assignment":
+            self.assignment(node, src, shell, exported=False)
+            return
+        if t == "variable_assignments":
+            for child in node.children:
+                if child.type == "variable_assignment":
+                    self.assignment(child, src, shell, exported=False)
+            return
+        for child in node.children:
+            self.walk(child, src, shell, srun, in_bash_c)
+
+    def assignment(self, node, src: _Source, shell: str, exported: bool,
+                   prefix_of: Optional[Command] = None) -> Assignment:
+        name_node = node.child_by_field_name("name") or node.children[0]
+        value_node = node.child_by_field_name("value")
+        name = src.text(name_node)
+        value = self.word(value_node, src, shell) if value_node is not None else Word([], src.line(node), "")
+        a = Assignment(name, value, src.line(node), shell, exported, prefix_of)
+        self.assignments.append(a)
+        return a
+
+    def declaration(self, node, src: _Source, shell: str) -> None:
+        keyword = src.text(node.children[0]) if node.children else ""
+        exported = keyword == "export" or any(src.text(c) in ("-x", "-gx") for c in node.children[1:])
+        for child in node.children[1:]:
+            if child.type == "variable_assignment":
+                self.assignment(child, src, shell, exported)
+            elif child.type == "variable_name" and exported:
+                # `export NAME` marks an earlier assignment exported
+                for a in self.assignments:
+                    if a.name == src.text(child) and a.shell == shell:
+                        a.exported = True
+
+    def command(self, node, src: _Source, shell: str, srun: Optional[Command], in_bash_c: bool) -> None:
+        children = list(node.children)
+        prefix_nodes = []
+        argv_nodes = []
+        seen_name = False
+        for idx, child in enumerate(children):
+            if child.type == "variable_assignment" and not seen_name:
+                # tree-sitter-bash folds `A=1 B=2<newline>cmd` into one command: an unescaped
+                # newline after an assignment ends a statement of its own.
+                nxt = children[idx + 1] if idx + 1 < len(children) else None
+                gap = src.data[child.end_byte:nxt.start_byte] if nxt is not None else b""
+                if b"\n" in gap.replace(b"\\\n", b""):
+                    for p in prefix_nodes + [child]:
+                        self.assignment(p, src, shell, exported=False)
+                    prefix_nodes = []
+                    continue
+                prefix_nodes.append(child)
+            elif child.type == "command_name":
+                seen_name = True
+                argv_nodes.append(child.children[0] if child.children else child)
+            elif seen_name and child.type not in ("file_redirect", "heredoc_redirect", "herestring_redirect"):
+                argv_nodes.append(child)
+        if not argv_nodes:
+            for p in prefix_nodes:
+                self.assignment(p, src, shell, exported=False)
+            return
+        argv = [self.word(n, src, shell) for n in argv_nodes]
+        start = prefix_nodes[0] if prefix_nodes else argv_nodes[0]
+        first_line = src.line(start)
+        end_line = src.end_line(node)
+        source = "\n".join(self.file_lines[first_line - 1:end_line])
+        cmd = Command(argv, first_line, end_line, shell, source, background=_is_background(node),
+                      srun=srun, in_bash_c=in_bash_c)
+        cmd.assigns = [self.assignment(p, src, shell, exported=True, prefix_of=cmd) for p in prefix_nodes]
+        # wrappers that run their argument as the command: exec srun ..., time srun ...
+        while cmd.argv and cmd.name in _WRAPPERS and len(cmd.argv) > 1:
+            cmd.argv = cmd.argv[1:]
+        if cmd.name == "env":
+            rest = cmd.argv[1:]
+            while rest and "=" in (rest[0].literal() or "") and not rest[0].flat().startswith("-"):
+                rest = rest[1:]
+            if rest:
+                cmd.argv = rest
+        self.commands.append(cmd)
+        if cmd.name == "srun" and shell == BATCH or cmd.name == "srun" and srun is None:
+            opts, prog = srun_options(cmd.argv)
+            cmd.prog_index = prog
+            if prog < len(cmd.argv):
+                self.task_command(cmd, argv_nodes[-(len(cmd.argv) - prog):], src)
+            return
+        self.maybe_bash_c(cmd, argv_nodes[-len(cmd.argv):], src, shell, srun)
+
+    def task_command(self, srun_cmd: Command, prog_nodes, src: _Source) -> None:
+        """The program srun runs: a command of its own, run per task (its words were
+        already expanded by the batch shell)."""
+        argv = srun_cmd.argv[srun_cmd.prog_index:]
+        task = Command(argv, srun_cmd.line, srun_cmd.end_line, TASK, srun_cmd.source, srun=srun_cmd)
+        while task.argv and task.name in _WRAPPERS and len(task.argv) > 1:
+            task.argv = task.argv[1:]
+            prog_nodes = prog_nodes[1:]
+        self.commands.append(task)
+        self.maybe_bash_c(task, prog_nodes, src, TASK, srun_cmd)
+
+    def maybe_bash_c(self, cmd: Command, nodes, src: _Source, shell: str, srun: Optional[Command]) -> None:
+        """`bash -c STRING` / `sh -lc STRING`: parse STRING as the script that shell runs."""
+        name = cmd.name.rsplit("/", 1)[-1]
+        if name not in ("bash", "sh", "zsh", "dash") or len(nodes) != len(cmd.argv):
+            return
+        for i in range(1, len(cmd.argv) - 1):
+            flag = cmd.argv[i].literal() or ""
+            if not flag.startswith("-"):
+                return
+            if "c" in flag[1:]:
+                self.inner_script(nodes[i + 1], src, shell, srun)
+                return
+
+    def inner_script(self, node, src: _Source, shell: str, srun: Optional[Command]) -> None:
+        text, line_of = self.unquote(node, src)
+        data = text.encode("utf-8")
+        byte_lines: List[int] = []
+        for ch, ln in zip(text, line_of):
+            byte_lines += [ln] * len(ch.encode("utf-8"))
+        inner = _Source(data, byte_lines, src.sentinels, shell)
+        tree = parse_tree(data)
+        self.walk(tree.root_node, inner, shell, srun, in_bash_c=True)
+
+    def unquote(self, node, src: _Source) -> Tuple[str, List[int]]:
+        """The text a `bash -c` receives from ``node``, with the line each character came
+        from; expansions this (outer) shell makes become sentinels."""
+        out: List[str] = []
+        lines: List[int] = []
+
+        def emit(text: str, line: int) -> None:
+            out.append(text)
+            lines.extend([line] * len(text))
+
+        def sentinel(child) -> None:
+            parts = self.parts(child, src, outer_shell)
+            for p in parts:
+                if p.kind == "lit":
+                    emit(p.text, src.line(child))
+                else:
+                    n = len(self.sentinels)
+                    self.sentinels[n] = p
+                    emit(f"__SCK{n}__", src.line(child))
+
+        outer_shell = src.shell
+        t = node.type
+        if t == "raw_string":
+            start = node.start_byte + 1
+            body = src.data[start:node.end_byte - 1].decode("utf-8", "replace")
+            self._emit_mapped(body, start, src, emit)
+        elif t == "string":
+            pos = node.start_byte + 1
+            for child in node.children:
+                if child.type in ('"',):
+                    continue
+                if child.type in ("simple_expansion", "expansion", "command_substitution", "arithmetic_expansion"):
+                    if child.start_byte > pos:
+                        self._emit_dq(src, pos, child.start_byte, emit)
+                    sentinel(child)
+                    pos = child.end_byte
+            if node.end_byte - 1 > pos:
+                self._emit_dq(src, pos, node.end_byte - 1, emit)
+        elif t == "concatenation":
+            for child in node.children:
+                t2, l2 = self.unquote(child, src)
+                out.append(t2)
+                lines.extend(l2)
+        elif t in ("simple_expansion", "expansion", "command_substitution", "arithmetic_expansion"):
+            sentinel(node)
+        else:
+            text = src.text(node)
+            self._emit_mapped(_unescape_word(text), node.start_byte, src, emit)
+        return "".join(out), lines
+
+    def _emit_mapped(self, text: str, start: int, src: _Source, emit) -> None:
+        line = src.line_of[start] if src.line_of else src.data[:start].count(b"\n") + 1
+        for ch in text:
+            emit(ch, line)
+            if ch == "\n":
+                line += 1
+
+    def _emit_dq(self, src: _Source, start: int, end: int, emit) -> None:
+        """Double-quoted text as bash hands it on: \\$ \\` \\" \\\\ unescaped, \\<newline> dropped."""
+        raw = src.data[start:end].decode("utf-8", "replace")
+        line = src.line_of[start] if src.line_of else src.data[:start].count(b"\n") + 1
+        i = 0
+        while i < len(raw):
+            ch = raw[i]
+            if ch == "\\" and i + 1 < len(raw) and raw[i + 1] in '$`"\\\n':
+                if raw[i + 1] == "\n":
+                    line += 1
+                else:
+                    emit(raw[i + 1], line)
+                i += 2
+                continue
+            emit(ch, line)
+            if ch == "\n":
+                line += 1
+            i += 1
+
+
+def _names_in(node, src: _Source) -> Iterator[str]:
+    if node.type == "variable_name":
+        yield src.text(node)
+    for m in _SENTINEL_RE.finditer(src.text(node)) if node.child_count == 0 else ():
+        yield from src.sentinels[int(m.group(1))].names
+    for child in node.children:
+        yield from _names_in(child, src)
+
+
+def _is_background(node) -> bool:
+    sib = node.next_sibling
+    return sib is not None and sib.type == "&"
+
+
+def _unescape_dq(text: str) -> str:
+    return re.sub(r'\\([$`"\\])', r"\1", text.replace("\\\n", ""))
+
+
+def _unescape_word(text: str) -> str:
+    return re.sub(r"\\(.)", r"\1", text.replace("\\\n", ""), flags=re.S)
+
+
+def _strip_quotes(text: str) -> str:
+    if len(text) >= 2 and text[0] == text[-1] and text[0] in "'\"":
+        return text[1:-1]
+    return text
+
+
+def parse_script(path: str, text: str) -> Script:
+    """Parse a batch script (already read) into its header and commands."""
+    header, late = parse_header(text)
+    tree = parse_tree(text.encode("utf-8"))
+    walker = _Walker(text)
+    walker.walk(tree.root_node, _Source(text.encode("utf-8"), None, walker.sentinels, BATCH), BATCH)
+    return Script(path=path, text=text, header=header, late_header=late, commands=walker.commands,
+                  assignments=walker.assignments, functions=walker.functions,
+                  parse_errors=sorted(set(walker.errors)))

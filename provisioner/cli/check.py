@@ -1,0 +1,63 @@
+"""`simcluster check SCRIPT...`: multi-node bugs of batch scripts, before they burn GPU hours."""
+
+from __future__ import annotations
+
+import click
+
+
+@click.command("check")
+@click.argument("scripts", nargs=-1, required=True, metavar="SCRIPT...")
+@click.option("--json", "as_json", is_flag=True, help="Print the findings as JSON.")
+@click.option("--run", "run", is_flag=True,
+              help="Also run the script on a throwaway local cluster shaped by its #SBATCH header, with "
+                   "python/torchrun/deepspeed/accelerate replaced by a recorder, and report rank collisions.")
+@click.option("--real", is_flag=True, help="With --run: run the real commands (the recorder still records).")
+@click.option("--no-shellcheck", is_flag=True, help="Leave ShellCheck's findings out.")
+@click.option("--timeout", type=float, default=120.0, show_default=True, metavar="SECONDS",
+              help="With --run: how long the job may take.")
+@click.pass_context
+def command(ctx, scripts, as_json, run, real, no_shellcheck, timeout):
+    """Find the bugs of batch scripts that only show on several nodes.
+
+    \b
+    Examples:
+      simcluster check job.sbatch                # FILE:LINE: error|warning: ... then the fix
+      simcluster check --json examples/*.sh
+      simcluster check --run job.sbatch          # + a dry run: duplicate ranks, GPUs shared ...
+
+    Static rules read a real bash parse tree (tree-sitter-bash): which shell expands each
+    variable (`srun torchrun --node_rank=$SLURM_NODEID` is expanded once, by the batch shell),
+    RANK exported before srun, --signal without B: while the script traps it, CUDA_VISIBLE_DEVICES
+    overrides, MASTER_ADDR=localhost, fixed ports, tasks vs nproc_per_node vs GPUs, double
+    launches, missing --kill-on-bad-exit; ShellCheck's findings join them where it is installed.
+    Exit 1 when an error is found, 0 when clean or only warnings, 2 when a script cannot be read.
+    See docs/check.md.
+    """
+    from provisioner.check.report import (check_text, exit_code, format_finding, read_scripts, summary,
+                                          to_json)
+    from provisioner.cli.common import echo_json
+    from provisioner.errors import UsageError
+    if real and not run:
+        raise UsageError("--real only goes with --run", "simcluster check --run --real SCRIPT")
+    if run and len(scripts) != 1:
+        raise UsageError("--run takes one script", "simcluster check --run job.sbatch")
+    texts = read_scripts(scripts)
+    findings = []
+    for path, text in texts:
+        findings += check_text(path, text, use_shellcheck=not no_shellcheck)
+    extra = None
+    if run:
+        from provisioner.check.dryrun import dry_run
+        result = dry_run(texts[0][0], texts[0][1], real=real, timeout=timeout,
+                         progress=(lambda m: None) if as_json else (lambda m: click.echo(m, err=True)))
+        findings += result.findings
+        extra = {"run": result.to_dict()}
+    if as_json:
+        echo_json(to_json(findings, [p for p, _ in texts], extra))
+    else:
+        for f in findings:
+            click.echo(format_finding(f))
+        if run:
+            click.echo(result.table())
+        click.echo(summary(findings, len(texts)))
+    ctx.exit(exit_code(findings))
