@@ -110,12 +110,18 @@ def _close(config) -> None:
 def _use(request, make) -> Any:
     """Run ``make`` (a pool call) as a fixture would: skip or fail with one clear line."""
     from provisioner.testing.pool import BadRequest, CannotRun
+    skip = fail = None
     try:
         handle = make()
     except CannotRun as exc:
-        pytest.skip(str(exc))
+        skip = str(exc)
     except BadRequest as exc:
-        pytest.fail(str(exc), pytrace=False)
+        fail = str(exc)
+    # Outside the except blocks: the report shows the one line, not a chained traceback.
+    if skip is not None:
+        pytest.skip(skip)
+    if fail is not None:
+        pytest.fail(fail, pytrace=False)
     request.node.stash.setdefault(_USED, []).append(handle)
     return handle
 

@@ -60,5 +60,28 @@ class SlurmFaults:
             try:
                 done.append(inj.heal(timeout))
             except ClusterNotFound:
-                pass  # a factory cluster already taken down
+                continue  # a factory cluster already taken down
+            wait_all_ready(name, timeout)
         return done
+
+
+def wait_all_ready(name: str, timeout: float) -> None:
+    """Until every node of cluster ``name`` answers and can run work. `fault heal` returns as
+    soon as the daemons run; a node it just undrained can still read idle* (not responding)
+    for a moment, and the next test on a reused cluster must find it whole."""
+    from provisioner.cluster.lifecycle import load
+    from provisioner.cluster.wait import WaitTimeout, poll_until
+    cluster = load(name)
+    client = cluster.client
+
+    def check():
+        states = client.node_states() or {}
+        bad = {n: (states[n].state if n in states else "missing") for n in cluster.node_names
+               if n not in states or not states[n].ready}
+        return not bad, bad
+
+    try:
+        poll_until(check, timeout, first_delay=0.05, max_delay=0.5)
+    except WaitTimeout as exc:
+        raise AssertionError(f"slurm_faults: cluster '{name}' healed, but nodes are still not ready after "
+                             f"{timeout:.0f}s: {exc.last_seen}") from None
