@@ -16,9 +16,10 @@ from provisioner.check.parse import parse_script
 from provisioner.check.rules import ERROR, WARNING, Finding, check_script
 from provisioner.errors import UsageError
 
-# ShellCheck codes left out: style notes that say nothing about multi-node runs and fire on
-# nearly every batch script (`export X=$(cmd)` masking the exit status: SC2155).
-SHELLCHECK_SKIP = ("SC2155",)
+# ShellCheck codes left out: notes that say nothing about multi-node runs and fire on nearly
+# every batch script (`export X=$(cmd)` masking the exit status: SC2155; a `source` of a
+# file it cannot follow, such as conda.sh or a venv: SC1090, SC1091).
+SHELLCHECK_SKIP = ("SC2155", "SC1090", "SC1091")
 
 
 def read_scripts(paths: Sequence[str]) -> List[Tuple[str, str]]:

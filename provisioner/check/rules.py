@@ -229,6 +229,22 @@ def _owner(ctx: Context, a: Assignment) -> Optional[Command]:
     return None
 
 
+def rule_no_rank_env(ctx: Context) -> Iterator[Finding]:
+    """srun python with several tasks and no RANK anywhere: env:// initialization cannot work."""
+    for cmd, launch in launches(ctx):
+        if launch.kind != "python" or cmd.srun is None or cmd.in_bash_c:
+            continue
+        tasks = step_nodes(ctx, cmd.srun) * step_tasks_per_node(ctx, cmd.srun)
+        if tasks <= 1 or any(a.name == "RANK" for a in ctx.script.assignments):
+            continue
+        yield ctx.finding(
+            cmd.line, WARNING, "no-rank-env",
+            f"the {tasks} tasks on {ctx.nodes_text()} get no RANK/LOCAL_RANK (Slurm sets SLURM_PROCID, not "
+            "what init_process_group('env://') reads): it fails unless the program maps SLURM_PROCID itself",
+            f'{srun_prefix(cmd.srun)} bash -c "RANK=\\$SLURM_PROCID LOCAL_RANK=\\$SLURM_LOCALID '
+            f'WORLD_SIZE=\\$SLURM_NTASKS exec {prog_text(cmd)}"')
+
+
 def _signal_name(text: str) -> str:
     text = text.upper()
     if text.startswith("SIG"):
@@ -545,6 +561,7 @@ RULES: Tuple[Rule, ...] = (
          "per-task variable expanded by the batch shell and handed to srun's tasks"),
     Rule("rank-env-before-srun", ERROR, rule_rank_env_before_srun,
          "RANK/LOCAL_RANK exported from SLURM_PROCID/SLURM_LOCALID before srun"),
+    Rule("no-rank-env", WARNING, rule_no_rank_env, "srun python with several tasks and no RANK set"),
     Rule("signal-not-to-batch", ERROR, rule_signal_not_to_batch, "--signal without B: while the script traps it"),
     Rule("trap-blocked-by-foreground", WARNING, rule_trap_blocked_by_foreground,
          "trap in the batch shell, step in the foreground"),
