@@ -59,8 +59,10 @@ def build_spec(name: str, request: Dict[str, Any]):
         raise BadRequest(f"unknown slurm marker key(s) {', '.join(unknown)} (allowed: {', '.join(REQUEST_KEYS)})")
     overrides: Dict[str, Any] = {"name": name}
     for key in ("nodes", "backend", "cpus", "memory"):
-        if request.get(key) is not None:
-            overrides[key] = request[key]
+        value = request.get(key)
+        if value is not None:
+            # Options and ini values arrive as text; the spec wants counts as numbers.
+            overrides[key] = int(value) if key in ("nodes", "cpus") and str(value).isdecimal() else value
     if request.get("accounting"):
         overrides["accounting"] = True
     if request.get("fast_failure"):

@@ -31,7 +31,8 @@ def inner_pytest(project: Path, home: Path, files: Dict[str, str], *args: str, t
                  popen: bool = False):
     """Write ``files`` into ``project`` and run pytest there with SIMCLUSTER_HOME=home."""
     project.mkdir(parents=True, exist_ok=True)
-    (project / "pytest.ini").write_text("[pytest]\n")  # the scratch project is its own rootdir
+    if not (project / "pyproject.toml").exists():
+        (project / "pytest.ini").write_text("[pytest]\n")  # the scratch project is its own rootdir
     for rel, text in files.items():
         (project / rel).write_text(textwrap.dedent(text))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "SLURM_"))}
