@@ -237,6 +237,8 @@ def rule_no_rank_env(ctx: Context) -> Iterator[Finding]:
         tasks = step_nodes(ctx, cmd.srun) * step_tasks_per_node(ctx, cmd.srun)
         if tasks <= 1 or any(a.name == "RANK" for a in ctx.script.assignments):
             continue
+        if any("rank" in w.lower() for w in cmd.words()[launch.program_index + 1:]):
+            continue  # the rank goes in as an argument
         yield ctx.finding(
             cmd.line, WARNING, "no-rank-env",
             f"the {tasks} tasks on {ctx.nodes_text()} get no RANK/LOCAL_RANK (Slurm sets SLURM_PROCID, not "

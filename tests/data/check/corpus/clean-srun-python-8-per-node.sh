@@ -1,0 +1,9 @@
+#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=8
+#SBATCH --gpus-per-node=8
+export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))
+
+export WORLD_SIZE=$SLURM_NTASKS
+srun --kill-on-bad-exit=1 bash -c "RANK=\$SLURM_PROCID LOCAL_RANK=\$SLURM_LOCALID exec python train.py"

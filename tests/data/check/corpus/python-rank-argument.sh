@@ -1,0 +1,8 @@
+#!/bin/bash
+#SBATCH --nodes=2
+#SBATCH --ntasks-per-node=1
+#SBATCH --gres=gpu:1
+export MASTER_ADDR=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)
+export MASTER_PORT=$((20000 + SLURM_JOB_ID % 20000))
+
+srun --kill-on-bad-exit=1 python train.py --rank $SLURM_PROCID --world-size $SLURM_NTASKS
