@@ -170,8 +170,8 @@ def rule_rank_var_in_batch_shell(ctx: Context) -> Iterator[Finding]:
                 value = "0" if var != "SLURMD_NODENAME" else "the first node's name"
                 yield ctx.finding(
                     part.line, ERROR, "rank-var-in-batch-shell",
-                    f"{written} is expanded once by the batch shell, to {value}: on {ctx.nodes_text()} every one "
-                    f"of the {tasks} tasks gets {var}={value} (duplicate ranks: on one host EADDRINUSE, "
+                    f"{written} is expanded once by the batch shell, to {value}: on {ctx.nodes_text()} all "
+                    f"{tasks} tasks get {var}={value} (duplicate ranks: on one host EADDRINUSE, "
                     f"on real hosts a hang)", fix + alt)
 
 
