@@ -191,7 +191,8 @@ def _submit_and_wait(result: RunResult, spec, script, path: str, scratch: Path, 
     progress(f" - job {job} {state} in {result.seconds:.1f}s")
     rec = records / "records.jsonl"
     if rec.exists():
-        result.records = [json.loads(x) for x in rec.read_text().splitlines() if x.strip()]
+        result.records = sorted((json.loads(x) for x in rec.read_text().splitlines() if x.strip()),
+                                key=lambda r: (r["node"], str(r.get("task")), r.get("worker") or 0))
     if out.exists():
         result.output_tail = "\n".join(out.read_text(errors="replace").splitlines()[-15:])
 
