@@ -20,6 +20,7 @@ import time
 from typing import Callable, Dict, List, Optional
 
 from provisioner.cluster.handle import Cluster
+from provisioner.cluster.repair import HOLD_REASON
 from provisioner.errors import UsageError
 
 KINDS = ("kill", "pause", "kill-controller", "stop-accounting", "drain")
@@ -113,9 +114,10 @@ def drain_node(c: Cluster, node: str, reason: str) -> str:
 # seconds before slurmctld was SIGKILLed is recovered from its saved state as PENDING
 # while its batch step still runs ("Duplicate jobid"), a step killed with its slurmd
 # ("Kill task failed", "batch job complete failure"). Heal resumes those nodes too; a
-# drain with any other reason (an admin's) is left alone.
+# drain with any other reason (an admin's) is left alone. HOLD_REASON is a repair's own
+# drain (repair.py), left behind only if that repair was interrupted.
 SLURM_FAULT_DRAINS = ("Duplicate jobid", "Kill task failed", "batch job complete failure",
-                      "Node unexpectedly rebooted")
+                      "Node unexpectedly rebooted", HOLD_REASON)
 
 
 def _undo_slurm_drains(c: Cluster) -> List[str]:

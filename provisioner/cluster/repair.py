@@ -87,6 +87,57 @@ def _still_hung(cluster: Cluster, alive: Dict[str, bool], hung: List[str]) -> Li
     return [n for n in hung if n not in recovered]
 
 
+# slurmctld's agent retries a message that a node did not take (agent.c: RPC_RETRY_INTERVAL,
+# 60 s, not configurable). A job step's kill sent to a node that had just died is one: if
+# the node's slurmd is restarted and the requeued job runs there again within that minute,
+# the retried REQUEST_SIGNAL_TASKS for "StepId=N.0" reaches the requeued run's step N.0,
+# which has the same id, and SIGTERMs it (seen in slurmd's debug log: signal 991 =
+# SIG_TERM_KILL, 57 s after the requeue). On a real cluster the node takes minutes to
+# reboot; here it is back at once. So a restarted node stays drained until sdiag's
+# "Agent queue size" (slurmctld's retry list) is empty, then is resumed.
+RPC_RETRY_INTERVAL = 60
+HOLD_REASON = "simcluster: waiting for slurmctld to retry messages to the restarted slurmd"
+
+
+def agent_queue_size(cluster: Cluster) -> Optional[int]:
+    """slurmctld's retry list length (sdiag "Agent queue size"); None if sdiag fails."""
+    res = cluster.client.run(["sdiag"], timeout=10)
+    for line in res.stdout.splitlines() if res.ok else []:
+        if line.strip().startswith("Agent queue size:"):
+            try:
+                return int(line.split(":", 1)[1])
+            except ValueError:
+                return None
+    return None
+
+
+def hold_for_retried_rpcs(cluster: Cluster, nodes: List[str]) -> List[str]:
+    """Drain those of ``nodes`` not drained already, when slurmctld has messages to retry;
+    return the ones drained here (to be resumed by release_after_retried_rpcs)."""
+    if not agent_queue_size(cluster):
+        return []
+    states = cluster.client.node_states() or {}
+    held = [n for n in nodes if "drain" not in (states[n].state.lower() if n in states else "")]
+    ok = []
+    for n in held:
+        res = cluster.client.run(["scontrol", "update", f"nodename={n}", "state=drain", f"reason={HOLD_REASON}"],
+                                 timeout=20)
+        if res.ok:
+            ok.append(n)
+    return ok
+
+
+def release_after_retried_rpcs(cluster: Cluster, held: List[str], timeout: float) -> None:
+    """Wait until slurmctld's retry list is empty (at most one retry round), then resume ``held``."""
+    from provisioner.render import TIMEOUTS
+    timeouts = TIMEOUTS.get(cluster.spec.failure_detection, TIMEOUTS["normal"])
+    deadline = time.monotonic() + min(timeout, RPC_RETRY_INTERVAL + 3 * timeouts["message"] + 5)
+    while time.monotonic() < deadline and (agent_queue_size(cluster) or 0) > 0:
+        time.sleep(1.0)
+    for n in held:
+        cluster.client.run(["scontrol", "update", f"nodename={n}", "state=resume"], timeout=20)
+
+
 def repair(cluster: Cluster, progress: Callable[[str], None], timeout: float) -> List[str]:
     """Restart what is dead or hung; return what was restarted ([] when nothing was wrong)."""
     from provisioner.cluster import faults
@@ -135,8 +186,14 @@ def repair(cluster: Cluster, progress: Callable[[str], None], timeout: float) ->
         step(f"killing {len(p.hung)} slurmd that do not answer ({', '.join(p.hung[:8])})",
              lambda: c.signal_daemons([f"slurmd:{n}" for n in p.hung], signal.SIGKILL))
     nodes = [n for n in c.node_names if f"slurmd:{n}" in dead or n in p.hung]
+    held: List[str] = []
+    if nodes and "slurmctld" not in dead:
+        held = hold_for_retried_rpcs(c, nodes)
     if nodes:
         step(f"starting {len(nodes)} slurmd", lambda: steps.start_slurmds(up, nodes))
+    if held:
+        step(f"keeping {', '.join(held[:8])} out of service until slurmctld has delivered the messages it "
+             f"retries to them (up to {RPC_RETRY_INTERVAL} s)", lambda: release_after_retried_rpcs(c, held, timeout))
     done += sorted(k for k in dead if not k.startswith("slurmd:"))
     done += [f"slurmd:{n}" + (" (not answering)" if n in p.hung else "") for n in nodes]
     step(f"waiting for {len(c.node_names)} nodes to answer",

@@ -111,7 +111,9 @@ def check_requeue_resume(ctx: VerifyContext) -> Outcome:
             # The requeued job waits cred_expire+1 s (11 s with --fast-failure) before it
             # may start again: not released early, as basic.requeue does. Its first run's
             # processes on the surviving node are still being killed (KillWait) then, and
-            # the same job id starting there again finds its old step "completing".
+            # the same job id starting there again finds its old step "completing". The
+            # heal keeps the victim drained until slurmctld has retried the first run's
+            # step kill to it (up to 60 s; cluster/repair.py says why).
             time.sleep(0.25)
         else:
             ctx.client.scancel(job.job_id)

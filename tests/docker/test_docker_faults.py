@@ -114,15 +114,8 @@ def test_stop_start_keeps_jobs_and_a_restarted_container_is_repaired(dc):
 def test_verify_suite_faults_on_a_docker_cluster(dc):
     """controller-restart and accounting-outage PASS; requeue-resume needs torch in the image
     (the default image has none: then SKIP with the install hint, never a FAIL)."""
-    def run():
-        proc = dc.cli("verify", "--suite", "faults", "--json", check=False, timeout=900)
-        return proc, {c["name"]: c for c in json.loads(proc.stdout)["checks"] if c["suite"] == "faults"}
-    proc, faults = run()
-    # Known open issue (docs/verify.md): one more run for requeue-resume alone, printed.
-    if [n for n, c in faults.items() if c["status"] == "FAIL"] == ["faults.requeue-resume"]:
-        first = faults["faults.requeue-resume"]
-        print(f"faults.requeue-resume failed once, retrying: {first['message']}\n{first['tail'][-1500:]}")
-        proc, faults = run()
+    proc = dc.cli("verify", "--suite", "faults", "--json", check=False, timeout=900)
+    faults = {c["name"]: c for c in json.loads(proc.stdout)["checks"] if c["suite"] == "faults"}
     assert set(faults) == {"faults.requeue-resume", "faults.controller-restart", "faults.accounting-outage"}
     ddp = faults.pop("faults.requeue-resume")
     assert ddp["status"] == "PASS" or (ddp["status"] == "SKIP" and "torch is not installed" in ddp["message"]), ddp
