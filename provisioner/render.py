@@ -69,6 +69,9 @@ class RenderInputs:
     extra_context: Dict = field(default_factory=dict)
     # accounting: true: slurmdbd's and the database's addresses (None: the defaults above).
     accounting: Optional[AccountingInputs] = None
+    # CPUs the nodes' machine really has (None: unknown, e.g. `simcluster render`): nodes
+    # that advertise no more than that get CPU binding (task/affinity).
+    host_cpus: Optional[int] = None
 
 
 # Slurm's failure-detection timeouts (seconds) per spec.failure_detection; docs/faults.md
@@ -109,6 +112,13 @@ def _environment() -> jinja2.Environment:
     )
 
 
+def _shape_is_real(spec: ClusterSpec, host_cpus: Optional[int]) -> bool:
+    """True if every node advertises no more CPUs than its machine has: binding a task to
+    CPU 40 of a node that claims 112 CPUs on a 2-core host fails, so a simulated
+    (config_overrides) production shape keeps task/none."""
+    return bool(host_cpus) and all(n.cpus <= host_cpus for n in spec.nodes)
+
+
 def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
     layout = inputs.layout
     nodes: List[Dict] = [
@@ -134,7 +144,10 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         "paths": {"state_save": str(layout.state_save), "spool": str(layout.spool),
                   "run": str(layout.run), "log": str(layout.log)},
         "proctrack_type": "proctrack/linuxproc",
-        "task_plugin": "task/none",
+        "task_plugin": "task/affinity" if _shape_is_real(spec, inputs.host_cpus) else "task/none",
+        # Several nodes on one host (not containers): per-node TmpFS, MPI over loopback.
+        "tmp_fs": "" if inputs.nodes_are_hosts else f"{layout.root}/tmp/%n",
+        "mpi_loopback": not inputs.nodes_are_hosts,
         "task_prolog": str(layout.task_prolog),
         "def_mem_per_cpu": def_mem,
         "config_overrides": True,

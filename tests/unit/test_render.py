@@ -260,3 +260,35 @@ def test_render_command_writes_the_seed_configs(tmp_path):
     assert f"AuthInfo=socket={home.resolve()}/seed/munge/munge.socket" in lines(conf)
     assert (out / "task_prolog.sh").stat().st_mode & stat.S_IXUSR
     assert not home.exists() or not any(home.iterdir())  # render starts and creates nothing
+
+
+def test_cpu_binding_only_where_nodes_advertise_the_cpus_the_host_has():
+    spec = fake2_spec()  # 8 CPUs per node
+    def plugin(host_cpus):
+        inputs = fixed_inputs(spec, root="/state/fake2")
+        inputs.host_cpus = host_cpus
+        return build_context(spec, inputs)["task_plugin"]
+    assert plugin(8) == "task/affinity" and plugin(64) == "task/affinity"
+    assert plugin(2) == "task/none"  # a simulated shape: CPU 7 does not exist here
+    assert plugin(None) == "task/none"  # unknown machine (simcluster render)
+
+
+def test_gpu_tres_only_with_slurmdbd():
+    """slurmctld 22.05 exits ("slurmdbd is required to run with TRES gres/gpu") when the
+    TRES is asked for without slurmdbd: it is tracked exactly when accounting is on."""
+    conf = rendered("fake2")["slurm.conf"]
+    assert "AccountingStorageType=accounting_storage/none" in conf
+    assert "AccountingStorageTRES" not in conf
+    spec = spec_from({"name": "acct", "nodes": 2, "fakeGpus": 2, "accounting": True})
+    assert "AccountingStorageTRES=gres/gpu" in render_all(spec, fixed_inputs(spec, root="/state/acct"))["slurm.conf"]
+
+
+def test_each_node_has_its_own_tmpfs_and_mpi_stays_on_loopback():
+    files = rendered("fake2")
+    assert "TmpFS=/state/fake2/tmp/%n" in files["slurm.conf"]
+    assert "OMPI_MCA_btl_vader_backing_directory=${OMPI_MCA_btl_vader_backing_directory:-/state/fake2/tmp/$SLURMD_NODENAME}" \
+        in files["task_prolog.sh"]
+    spec, inputs = cases()["fake2"]
+    inputs.nodes_are_hosts = True  # containers: /tmp and the network are each node's own
+    files = render_all(spec, inputs)
+    assert "TmpFS" not in files["slurm.conf"] and "OMPI_MCA" not in files["task_prolog.sh"]

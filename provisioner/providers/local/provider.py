@@ -73,6 +73,7 @@ class LocalProvider(Provider):
             os.chmod(layout.munge_dir, 0o711)
             for node in spec.nodes:
                 (layout.spool / node.name).mkdir(exist_ok=True)
+                (layout.root / "tmp" / node.name).mkdir(parents=True, exist_ok=True)  # its TmpFS
             state.save()  # the ports are taken once the state file records them
 
     def placement(self, state: ClusterState) -> Placement:
@@ -82,7 +83,8 @@ class LocalProvider(Provider):
         in_namespace = state.provider_data.get("resolver") == names.NAMESPACE
         render = RenderInputs(layout=layout, hostname=state.hostname, slurm_user=state.user,
                               controller_port=state.controller_port, node_ports=state.node_ports,
-                              node_addrs=addrs, nss_wrapper_lib=None if in_namespace else state.nss_wrapper_lib)
+                              node_addrs=addrs, nss_wrapper_lib=None if in_namespace else state.nss_wrapper_lib,
+                              host_cpus=len(os.sched_getaffinity(0)))
         node_addrs = {n.name: addrs.get(n.name, "127.0.0.1") for n in spec.nodes}
         prefix = names.namespace_prefix(str(layout.hosts_file), os.getuid(), os.getgid()) if in_namespace else []
         return Placement(

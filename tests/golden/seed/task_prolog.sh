@@ -37,5 +37,13 @@ fi
 # touching /etc/hosts: libnss_wrapper reads this cluster's own hosts file.
 echo "export LD_PRELOAD=${LD_PRELOAD:+$LD_PRELOAD:}/usr/lib/x86_64-linux-gnu/libnss_wrapper.so"
 echo "export NSS_WRAPPER_HOSTS=/state/seed/etc/hosts"
+
+# The virtual nodes talk over loopback, which Open MPI's TCP transport skips by default:
+# without this, an MPI job across nodes hangs in its first collective.
+echo "export OMPI_MCA_btl_tcp_if_include=${OMPI_MCA_btl_tcp_if_include:-lo}"
+# Its shared-memory files are named by host name, job and local rank, the same on two
+# virtual nodes of one host (ranks then crash in each other's segments): each node keeps
+# them in its own TmpFS.
+echo "export OMPI_MCA_btl_vader_backing_directory=${OMPI_MCA_btl_vader_backing_directory:-/state/seed/tmp/$SLURMD_NODENAME}"
 echo "export SIMCLUSTER_CLUSTER=seed"
 echo "export SIMCLUSTER_STATE_DIR=/state/seed"
