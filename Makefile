@@ -5,8 +5,11 @@ PY := $(VENV)/bin/python
 SIMCLUSTER := $(VENV)/bin/simcluster
 # Accounting (up --accounting) needs slurmdbd and MariaDB's server binaries; the -core
 # packages carry mariadbd without a system database or a service that starts one.
+# srun --mpi=pmix needs libpmix.so (libpmix-dev: the plugin loads the unversioned name);
+# verify's basic.mpi runs Debian's mpi4py over its Open MPI with the system python3.
 APT_PACKAGES := slurmctld slurmd slurm-client munge libnss-wrapper python3-venv procps \
-	slurmdbd mariadb-server-core mariadb-client-core
+	slurmdbd mariadb-server-core mariadb-client-core \
+	libpmix-dev openmpi-bin python3-mpi4py
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_NAME ?= demo
 
