@@ -47,6 +47,7 @@ class RunResult:
     records: List[Dict] = field(default_factory=list)
     findings: List[Finding] = field(default_factory=list)
     output_tail: str = ""
+    real: bool = False
 
     def to_dict(self) -> Dict:
         return {"cluster": self.cluster, "nodes": self.shape.nodes_max, "job_id": self.job_id, "state": self.state,
@@ -54,10 +55,10 @@ class RunResult:
                 "processes": self.records, "collisions": [f.to_dict() for f in self.findings]}
 
     def table(self) -> str:
-        head = (f"dry run: job {self.job_id or '-'} {self.state or 'not run'} in {self.seconds:.1f}s on "
+        head = (f"{'run (--real)' if self.real else 'dry run'}: job {self.job_id or '-'} {self.state or 'not run'} in {self.seconds:.1f}s on "
                 f"{self.shape.nodes_max} node{'s' if self.shape.nodes_max != 1 else ''} "
                 f"(cluster {self.cluster}, up in {self.up_seconds:.1f}s): {len(self.records)} process"
-                f"{'es' if len(self.records) != 1 else ''} would train")
+                f"{'es' if len(self.records) != 1 else ''} {'recorded' if self.real else 'would train'}")
         rows = [head]
         for r in self.records:
             e = r["env"]
@@ -122,7 +123,7 @@ def dry_run(path: str, text: str, real: bool = False, timeout: float = 120.0,
     script = parse_script(path, text)
     shape = shape_of(script)
     name = "chk-" + uuid.uuid4().hex[:6]
-    result = RunResult(cluster=name, shape=shape)
+    result = RunResult(cluster=name, shape=shape, real=real)
     spec = cluster_spec(shape, name)
     scratch = Path(tempfile.mkdtemp(prefix="simcluster-check-"))
     records = scratch / "records"
@@ -136,7 +137,8 @@ def dry_run(path: str, text: str, real: bool = False, timeout: float = 120.0,
         result.up_seconds = time.monotonic() - t0
         gpus = f", {shape.gpus_per_node} fake GPU{'s' if shape.gpus_per_node != 1 else ''} each" \
             if shape.gpus_per_node else ""
-        progress(f" - cluster {name}: {shape.nodes_max} nodes{gpus}, {spec.nodes[0].cpus} CPUs, "
+        cpus = spec.nodes[0].cpus
+        progress(f" - cluster {name}: {shape.nodes_max} nodes{gpus}, {cpus} CPU{'s' if cpus != 1 else ''}, "
                  f"{spec.nodes[0].memory} MB each, up in {result.up_seconds:.2f}s")
         _submit_and_wait(result, spec, script, path, scratch, records, real, timeout, progress)
     finally:
@@ -264,6 +266,12 @@ def collisions(result: RunResult, script) -> List[Finding]:
                 add(recs[0], ERROR, "run.missing-rank",
                     f"missing rank{'s' if len(missing) != 1 else ''} {shown} of WORLD_SIZE {world} {on}: "
                     "the others wait for them at init (a hang)")
+            extra = sorted(int(k) for k in by_rank if k.isdigit() and int(k) >= int(world))
+            if extra:
+                shown = ",".join(map(str, extra[:16])) + (" ..." if len(extra) > 16 else "")
+                add(recs[0], ERROR, "run.rank-out-of-range",
+                    f"{len(recs)} processes for WORLD_SIZE {world} {on}: rank{'s' if len(extra) != 1 else ''} "
+                    f"{shown} lie outside the world (their launchers wait for a rendezvous that is already full)")
     addrs = Counter(r["env"].get("MASTER_ADDR") for r in recs if by_rank)
     if len(addrs) > 1:
         add(recs[0], ERROR, "run.master-disagree",

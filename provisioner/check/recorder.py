@@ -34,6 +34,11 @@ def _real(tool: str) -> Optional[str]:
             p = os.path.join(d, tool)
             if os.path.isfile(p) and os.access(p, os.X_OK):
                 return p
+    # not on PATH (the script would have activated its environment, but the shims made it look
+    # there already): the tools next to the python the recorder runs with
+    beside = os.path.join(os.path.dirname(sys.executable), tool)
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return beside
     return sys.executable if tool.startswith("python") else None
 
 
