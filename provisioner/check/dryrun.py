@@ -151,6 +151,10 @@ def dry_run(path: str, text: str, real: bool = False, timeout: float = 120.0,
                 progress(f" - cluster {name}: {exc.one_line()}")
         import shutil
         shutil.rmtree(scratch, ignore_errors=True)
+        # the per-name lock file `up`/`down` leave in $SIMCLUSTER_HOME: this random name is
+        # never used again, so it would only pile up
+        from provisioner.cluster.state import simcluster_home
+        (simcluster_home() / f".{name}.lock").unlink(missing_ok=True)
     result.findings = collisions(result, script)
     return result
 
