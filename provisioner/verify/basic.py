@@ -237,6 +237,43 @@ def check_sbatch_output(ctx: VerifyContext) -> Outcome:
     return Outcome(f"--output and --error (%j={job.job_id}) written: {job.output.name}, {err.name}")
 
 
+def check_mpi(ctx: VerifyContext) -> Outcome:
+    """An allreduce across two nodes with `srun --mpi=pmix` (docs/mpi.md)."""
+    check = "basic.mpi"
+    chosen = training_partition(ctx.spec, 2)
+    if chosen is None:
+        raise CheckSkipped("needs 2 nodes in one partition")
+    part, members = chosen
+    nodes = members[:2]
+    per_node = 2 if min(ctx.spec.node(n).cpus for n in nodes) >= 2 else 1
+    script = render_template("basic_mpi.sbatch", {
+        "NODES": 2, "TASKS_PER_NODE": per_node, "TIME": ctx.time_minutes(ctx.limit(90)), "MEM": MEM,
+        "PARTITION_LINE": partition_line(part)})
+    job = ctx.submit(check, script, [f"--nodelist={','.join(nodes)}"], name="mpi.sh")
+    hint = ("the nodes need libpmix-dev, openmpi-bin and python3-mpi4py (make setup; "
+            "simcluster image build for containers)")
+    try:
+        ctx.wait_ok(job, ctx.limit(90))
+    except JobError as exc:
+        raise CheckFailed(f"{exc}; {hint}", output=job.output)
+    text = ctx.read(job.output)
+    ranks = lines_with(text, "MPI")
+    size = 2 * per_node
+    want = str(size * (size + 1) // 2)
+    problems = [f"rank {r.get('rank')}: sum={r.get('sum')}, expected {want}" for r in ranks if r.get("sum") != want]
+    if sorted(r.get("rank", "") for r in ranks) != sorted(str(i) for i in range(size)):
+        problems.append(f"{len(ranks)} ranks answered, expected {size}")
+    if any(r.get("nodes") != ",".join(sorted(nodes)) for r in ranks):
+        problems.append(f"the ranks did not span {', '.join(nodes)}")
+    if problems:
+        raise CheckFailed("; ".join(problems[:4]) + f"; {hint}", output=job.output)
+    # "MPITYPES MPI plugin types are... pmix none cray_shasta pmi2 specific pmix plugin ..."
+    listed = next((line.split("are...", 1)[-1] for line in text.splitlines() if line.startswith("MPITYPES ")), "")
+    offered = " ".join(listed.split("specific", 1)[0].split())
+    return Outcome(f"srun --mpi=pmix: {size} ranks on {' and '.join(nodes)}, allreduce sum={want} on every rank "
+                   f"(srun --mpi=list: {offered})")
+
+
 def check_array(ctx: VerifyContext) -> Outcome:
     check, count = "basic.array", 4
     script = render_template("basic_array.sbatch", {"ARRAY": f"0-{count - 1}", "TIME": ctx.time_minutes(ctx.limit(60)),

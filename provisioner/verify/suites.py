@@ -20,6 +20,8 @@ CHECKS: Sequence[Check] = (
           "srun over all nodes: SLURM_PROCID/NODEID/LOCALID/NTASKS/JOB_NODELIST in batch and step"),
     Check("basic.gpus", "basic", basic.check_gpus, "each node's jobs see exactly its own GPUs (physical ids; in containers, numbered from 0)"),
     Check("basic.sbatch-output", "basic", basic.check_sbatch_output, "an sbatch job writes its --output/--error files"),
+    Check("basic.mpi", "basic", basic.check_mpi,
+          "an MPI allreduce across 2 nodes, started by srun --mpi=pmix (mpi4py, system python3)"),
     Check("basic.array", "basic", basic.check_array, "a job array sets SLURM_ARRAY_*"),
     Check("basic.dependency", "basic", basic.check_dependency, "--dependency=afterok runs only after its parent succeeded"),
     Check("basic.signal", "basic", basic.check_signal,
