@@ -19,14 +19,24 @@ def command():
 @click.option("--offline", is_flag=True, default=None,
               help="Bootstrap the base image with debootstrap without trying a registry first.")
 @click.option("--no-cache", is_flag=True, help="Rebuild every layer.")
-def build(train, offline, no_cache):
-    """Build simcluster/node:<version>[-train] with no registry needed.
+@click.option("--slurm", "slurm", default=None, metavar="22.05|24.11|26.05",
+              help="Slurm release, installed from the Debian suite that ships it: 22.05 bookworm, "
+                   "24.11 trixie, 26.05 sid  [default: 22.05]")
+def build(train, offline, no_cache, slurm):
+    """Build simcluster/node:<version>[-slurm<release>][-train] with no registry needed.
 
-    The base is debian:bookworm-slim if a registry answers, else a debootstrap'ed bookworm
-    imported offline (about a minute, once). A rebuild with nothing changed is cached.
+    The base is debian:<suite>-slim if a registry answers, else a debootstrap'ed <suite>
+    imported offline (under a minute to three minutes, once per suite). A rebuild with
+    nothing changed is cached. Prints the exact Slurm version installed.
     """
-    from provisioner.providers.docker.image import build_image  # the docker SDK loads only here
+    from provisioner.config.versions import DEFAULT_SLURM, normalize
+    from provisioner.errors import UsageError
+    try:
+        release = normalize(slurm) if slurm is not None else DEFAULT_SLURM
+    except ValueError as exc:
+        raise UsageError(f"--slurm: {exc}") from None
+    from provisioner.providers.docker.image import build_image, installed_slurm  # the docker SDK loads only here
     t0 = time.monotonic()
     tag = build_image(lambda m: print(m, file=sys.stderr, flush=True), train=train, offline=offline,
-                      no_cache=no_cache)
-    click.echo(f"built {tag} in {time.monotonic() - t0:.1f}s")
+                      no_cache=no_cache, slurm=release)
+    click.echo(f"built {tag} (Slurm {installed_slurm(tag)}) in {time.monotonic() - t0:.1f}s")

@@ -32,6 +32,9 @@ _SPEC_FLAGS = (
     (("--fast-failure",), "fast_failure", dict(is_flag=True, default=None,
                                                help="Detect dead nodes fast: SlurmdTimeout=5, MessageTimeout=3, a killed "
                                                     "node is DOWN in ~12 s (failureDetection: fast; see docs/faults.md).")),
+    (("--slurm",), "slurm", dict(metavar="22.05|24.11|26.05",
+                                 help="Slurm release: docker builds its image from Debian (bookworm, trixie, sid); "
+                                      "local runs this host's Slurm only  [default: docker 22.05, local the host's]")),
     (("--config", "-c"), "config_path", dict(metavar="FILE", help="Cluster spec YAML (apiVersion: simcluster/v1); "
                                                                   "flags override it.")),
     (("--wait",), "wait", dict(type=float, metavar="SECONDS",

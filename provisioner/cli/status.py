@@ -39,8 +39,9 @@ def command(ctx, name, as_json, ssh, ssh_key, known_hosts, insecure_host_key):
     else:
         alive = lambda ok: "alive" if ok else "DEAD"
         c = st["controller"]
-        click.echo(f"cluster {st['name']} ({st['backend']}): {'healthy' if st['healthy'] else 'UNHEALTHY'}"
-                   f"  [{st['phase']}]")
+        click.echo(f"cluster {st['name']} ({st['backend']}"
+                   f"{', Slurm ' + st['slurm_version'] if st.get('slurm_version') else ''}): "
+                   f"{'healthy' if st['healthy'] else 'UNHEALTHY'}  [{st['phase']}]")
         click.echo(f"  slurmctld {alive(c['alive'])} on {c['host']} port {c['port']}"
                    f"{'' if c['responding'] or not c['alive'] else ' (not responding)'};"
                    f"  munged {alive(st['munged']['alive'])}")

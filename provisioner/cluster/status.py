@@ -58,6 +58,8 @@ class ClusterStatus:
     # Faults injected with `simcluster fault` and still in effect: {what, node, since, ...}.
     faults: List[Dict] = field(default_factory=list)
     hints: List[str] = field(default_factory=list)
+    # The exact Slurm version of the cluster's own commands ("24.11.5"), asked where they run.
+    slurm_version: str = ""
 
     def to_dict(self) -> Dict:
         return asdict(self)
@@ -112,4 +114,11 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
                             host=", ".join(cluster.runner(k.partition(":")[2] or CONTROLLER).where
                                            for k in munged_keys) or "?"),
         accounting=acct, nodes=nodes, faults=[dict(f) for f in st.faults],
+        slurm_version=_slurm_version(client) if any(machines.values()) else "",
         hints=hints if phase != "stopped" else [f"stopped: 'simcluster start --name {st.name}' brings it back"])
+
+
+def _slurm_version(client) -> str:
+    """'24.11.5' from `sinfo --version` ("slurm-wlm 24.11.5") run where the cluster's commands are."""
+    text = client.version()
+    return text.split()[-1] if text and not text.startswith("(unknown") else ""

@@ -42,6 +42,15 @@ class ClusterSpec:
     privileged: bool = False  # docker backend: run containers --privileged
     accounting: bool = False  # slurmdbd + a private MariaDB: sacct, sacctmgr, fair-share
     failure_detection: str = "normal"  # "fast": a dead node is DOWN in ~12 s (docs/faults.md)
+    # Slurm release ("22.05", "24.11", "26.05"; provisioner/config/versions.py). None: the
+    # backend's own (local: this host's Slurm; docker: DEFAULT_SLURM).
+    slurm: Optional[str] = None
+
+    @property
+    def slurm_release(self) -> Optional[str]:
+        """The release this cluster runs when the backend decides it (docker); None for local's host Slurm."""
+        from provisioner.config.versions import DEFAULT_SLURM
+        return self.slurm or (DEFAULT_SLURM if self.backend == "docker" else None)
 
     @property
     def all_gpus(self) -> List[int]:
@@ -61,6 +70,7 @@ class ClusterSpec:
         """What makes two specs 'the same cluster' for an idempotent `up` (not --wait)."""
         d = self.to_dict()
         d.pop("wait", None)
+        d["slurm"] = self.slurm_release  # docker: no version given = the default one, given or not
         return d
 
     @classmethod
@@ -80,4 +90,4 @@ class ClusterSpec:
                    slurm_conf_extra=tuple(d.get("slurm_conf_extra", ())),
                    wait=d.get("wait", 60.0), image=d.get("image"), privileged=d.get("privileged", False),
                    accounting=d.get("accounting", False),
-                   failure_detection=d.get("failure_detection", "normal"))
+                   failure_detection=d.get("failure_detection", "normal"), slurm=d.get("slurm"))

@@ -10,6 +10,7 @@ from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from provisioner.config.parse import parse_gpu_list, parse_memory_mb, split_gpus
 from provisioner.config.types import API_VERSION, KIND, ClusterSpec, NodeSpec, PartitionSpec
+from provisioner.config.versions import normalize as normalize_slurm
 from provisioner.errors import ConfigError
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
@@ -22,7 +23,7 @@ MAX_NODES = 1024
 
 TOP_KEYS = {"apiVersion", "kind", "name", "backend", "nodes", "nodePrefix", "gpus", "fakeGpus",
             "cpus", "memory", "controllerPort", "partitions", "slurmConf", "wait", "image",
-            "privileged", "accounting", "failureDetection"}
+            "privileged", "accounting", "failureDetection", "slurm"}
 # normal: Slurm's test-cluster timeouts; fast: a dead node is DOWN in ~12 s (docs/faults.md).
 FAILURE_DETECTION = ("normal", "fast")
 NODE_KEYS = {"name", "gpus", "cpus", "memory", "port"}
@@ -156,12 +157,19 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
         p.add("failureDetection", f"expected one of {', '.join(FAILURE_DETECTION)}, got {failure_detection!r}")
         failure_detection = "normal"
 
+    slurm = None
+    if raw.get("slurm") is not None:
+        try:
+            slurm = normalize_slurm(raw["slurm"])
+        except ValueError as exc:
+            p.add("slurm", str(exc))
+
     if p.items:
         raise ConfigError(p.items, source)
     return ClusterSpec(name=name, backend=backend, nodes=tuple(nodes), partitions=tuple(partitions),
                        fake_gpus=fake_gpus, controller_port=controller_port,
                        slurm_conf_extra=tuple(extra), wait=float(wait), image=image, privileged=privileged,
-                       accounting=accounting, failure_detection=failure_detection)
+                       accounting=accounting, failure_detection=failure_detection, slurm=slurm)
 
 
 def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory: int) -> List[NodeSpec]:

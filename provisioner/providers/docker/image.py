@@ -3,10 +3,13 @@
 Everything goes through the Docker SDK (inspect, pull, build); only the import of a
 debootstrapped root filesystem pipes tar into `docker import`.
 
-The base is debian:bookworm-slim when a registry answers; otherwise (air-gapped sites, CI
-here) a `debootstrap --variant=minbase bookworm` root filesystem imported with
-`docker import`. Python packages come from a wheelhouse filled on the host, so the image
-gets the host's CPU torch wheel instead of a multi-GB CUDA download.
+One image per Slurm release (22.05, 24.11, 26.05), each from the Debian suite that ships
+it (provisioner/config/versions.py): bookworm, trixie, sid. The base is
+debian:<suite>-slim when a registry answers; otherwise (air-gapped sites, CI here) a
+`debootstrap --variant=minbase <suite>` root filesystem imported with `docker import`.
+Python packages come from a wheelhouse filled on the host, so the image gets the host's
+CPU torch wheel instead of a multi-GB CUDA download (on suites whose python3 is not the
+wheel's 3.11, the Dockerfile installs bookworm's python3.11 for the training venv).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from provisioner import __version__
+from provisioner.config.versions import DEFAULT_SLURM, SLURM_SUITES
 from docker.errors import DockerException, ImageNotFound
 
 from provisioner.errors import PrerequisiteError, SimclusterError
@@ -30,19 +34,34 @@ from provisioner.providers.docker.engine import DockerError, client, explain, re
 IMAGE_REPO = "simcluster/node"
 OFFLINE_BASE = "simcluster/base:bookworm"
 REGISTRY_BASE = "debian:bookworm-slim"
+LABEL_SLURM = "io.simcluster.slurm"  # the Slurm release an image carries (none: an older 22.05 image)
+VERSION_FILE = "/usr/share/simcluster/slurm-version"  # the exact version the build installed
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 IMAGE_VENV = "/opt/simcluster/venv"  # the image's python (torch, deepspeed, megatron-core with --train)
 
 Progress = Callable[[str], None]
 
 
-def image_tag(train: bool = False) -> str:
-    return f"{IMAGE_REPO}:{__version__}{'-train' if train else ''}"
+def image_tag(train: bool = False, slurm: str = DEFAULT_SLURM) -> str:
+    """simcluster/node:<version>[-train] for 22.05 (the names images always had),
+    simcluster/node:<version>-slurm<release>[-train] for the others."""
+    release = "" if slurm == DEFAULT_SLURM else f"-slurm{slurm}"
+    return f"{IMAGE_REPO}:{__version__}{release}{'-train' if train else ''}"
 
 
-def default_image() -> str:
-    """The training image if it was built, else the basic one."""
-    return image_tag(True) if image_exists(image_tag(True)) else image_tag(False)
+def default_image(slurm: str = DEFAULT_SLURM) -> str:
+    """The training image of release ``slurm`` if it was built, else the basic one."""
+    return image_tag(True, slurm) if image_exists(image_tag(True, slurm)) else image_tag(False, slurm)
+
+
+def base_tags(suite: str) -> "tuple[str, str]":
+    """(offline base, registry base) of a Debian suite."""
+    return f"simcluster/base:{suite}", f"debian:{suite}-slim"
+
+
+def image_slurm(labels: Dict[str, str]) -> str:
+    """The Slurm release an image carries (images from before versions were chosen: 22.05)."""
+    return labels.get(LABEL_SLURM, DEFAULT_SLURM)
 
 
 LABEL_CONTEXT = "io.simcluster.context"  # digest of docker/ files the image was built from
@@ -105,26 +124,28 @@ def host_mirror() -> str:
     return DEFAULT_MIRROR
 
 
-def ensure_base(progress: Progress, offline: Optional[bool] = None) -> str:
-    """Return a usable base image tag, bootstrapping one offline if no registry answers."""
-    if image_exists(OFFLINE_BASE):
-        return OFFLINE_BASE
+def ensure_base(progress: Progress, offline: Optional[bool] = None, suite: str = "bookworm") -> str:
+    """Return a usable base image tag of Debian ``suite``, bootstrapping one offline if no
+    registry answers."""
+    offline_base, registry_base = base_tags(suite)
+    if image_exists(offline_base):
+        return offline_base
     if offline is not True:
-        if image_exists(REGISTRY_BASE):
-            return REGISTRY_BASE
-        progress(f" - pulling {REGISTRY_BASE} ...")
+        if image_exists(registry_base):
+            return registry_base
+        progress(f" - pulling {registry_base} ...")
         try:
-            repo, _, tag = REGISTRY_BASE.partition(":")
+            repo, _, tag = registry_base.partition(":")
             client().api.pull(repo, tag=tag)
-            return REGISTRY_BASE
+            return registry_base
         except DockerException:
             pass  # no registry: the offline base below
         progress("   no registry reachable: building the base image offline with debootstrap")
-    bootstrap_base(progress)
-    return OFFLINE_BASE
+    bootstrap_base(progress, offline_base, suite)
+    return offline_base
 
 
-def bootstrap_base(progress: Progress, tag: str = OFFLINE_BASE) -> None:
+def bootstrap_base(progress: Progress, tag: str = OFFLINE_BASE, suite: str = "bookworm") -> None:
     if shutil.which("debootstrap") is None:
         raise PrerequisiteError("debootstrap is needed to build the base image offline",
                                 "sudo apt-get install debootstrap (or make a registry with debian:bookworm-slim reachable)")
@@ -134,8 +155,8 @@ def bootstrap_base(progress: Progress, tag: str = OFFLINE_BASE) -> None:
     mirror = host_mirror()
     with tempfile.TemporaryDirectory(prefix="simcluster-rootfs-") as tmp:
         rootfs = Path(tmp) / "rootfs"
-        progress(f" - debootstrap --variant=minbase bookworm from {mirror} (about a minute)")
-        proc = subprocess.Popen(["debootstrap", "--variant=minbase", "bookworm", str(rootfs), mirror],
+        progress(f" - debootstrap --variant=minbase {suite} from {mirror} (one to three minutes)")
+        proc = subprocess.Popen(["debootstrap", "--variant=minbase", suite, str(rootfs), mirror],
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         assert proc.stdout is not None
         last: List[str] = []
@@ -148,6 +169,10 @@ def bootstrap_base(progress: Progress, tag: str = OFFLINE_BASE) -> None:
                 progress(f"   {line.strip()}")
         if proc.wait() != 0:
             raise SimclusterError("debootstrap failed", details="\n".join(last))
+        # sid's Release files are valid for about a week only: a mirror snapshot older than
+        # that (offline sites) would stop every later apt-get update in the image build.
+        (rootfs / "etc/apt/apt.conf.d/99simcluster-offline-mirror").write_text(
+            'Acquire::Check-Valid-Until "false";\n')
         progress(f" - importing the root filesystem as {tag}")
         tar = subprocess.Popen(["tar", "-C", str(rootfs), "-c", "."], stdout=subprocess.PIPE)
         # The one docker CLI call: it streams the tar from the pipe (the SDK's import
@@ -217,11 +242,13 @@ def fill_wheelhouse(dest: Path, train: bool, progress: Progress, refresh: bool =
 
 
 def build_image(progress: Progress, train: bool = False, offline: Optional[bool] = None,
-                no_cache: bool = False, base: Optional[str] = None, tag: Optional[str] = None) -> str:
-    """Build the node image; ``base``/``tag`` override the defaults (benchmarks use their own)."""
+                no_cache: bool = False, base: Optional[str] = None, tag: Optional[str] = None,
+                slurm: str = DEFAULT_SLURM) -> str:
+    """Build the node image of Slurm release ``slurm``; ``base``/``tag`` override the
+    defaults (benchmarks use their own)."""
     require_engine()
-    base = base or ensure_base(progress, offline)
-    tag = tag or image_tag(train)
+    base = base or ensure_base(progress, offline, SLURM_SUITES[slurm])
+    tag = tag or image_tag(train, slurm)
     with tempfile.TemporaryDirectory(prefix="simcluster-build-") as tmp:
         ctx = Path(tmp)
         for name in CONTEXT_FILES:
@@ -234,8 +261,8 @@ def build_image(progress: Progress, train: bool = False, offline: Optional[bool]
             # The SDK's streaming build: each decoded chunk is a log line ("stream"), an
             # "error", or "aux" data; the steps' lines are the progress output.
             for chunk in client().api.build(path=str(ctx), tag=tag, rm=True, nocache=no_cache, decode=True,
-                                            buildargs={"BASE": base, "TRAIN": str(int(train))},
-                                            labels={LABEL_CONTEXT: context_digest()}):
+                                            buildargs={"BASE": base, "TRAIN": str(int(train)), "SLURM": slurm},
+                                            labels={LABEL_CONTEXT: context_digest(), LABEL_SLURM: slurm}):
                 if "error" in chunk:
                     error = str(chunk["error"]).strip()
                 for line in str(chunk.get("stream", "")).splitlines():
@@ -246,5 +273,17 @@ def build_image(progress: Progress, train: bool = False, offline: Optional[bool]
         except DockerException as exc:
             raise explain(exc, f"docker build of {tag}") from None
         if error:
-            raise DockerError(f"docker build of {tag} failed: {error.splitlines()[-1]}", details="\n".join(tail))
+            # The Dockerfile's own checks say what is wrong on a line of their own.
+            said = [ln.split("simcluster-error:", 1)[1].strip() for ln in tail if "simcluster-error:" in ln]
+            raise DockerError(said[-1] if said else f"docker build of {tag} failed: {error.splitlines()[-1]}",
+                              details="\n".join(tail))
     return tag
+
+
+def installed_slurm(tag: str) -> str:
+    """The exact Slurm version the build of ``tag`` installed ('24.11.5'), read from the image."""
+    try:
+        out = client().containers.run(tag, [VERSION_FILE], entrypoint="cat", remove=True)
+    except DockerException:
+        return "?"
+    return out.decode(errors="replace").strip() or "?"

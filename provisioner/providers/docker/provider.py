@@ -85,23 +85,35 @@ def container_config(spec: ClusterSpec, layout: ClusterLayout, image_tag: str, n
 
 
 def choose_image(spec: ClusterSpec, progress: Progress) -> str:
-    """The image to run: --image as it is, else the default one, built when missing and
-    rebuilt when an older simcluster built it from other docker/ files."""
-    tag = spec.image or image.default_image()
+    """The image to run: --image as it is, else the default one of the spec's Slurm
+    release, built when missing and rebuilt when an older simcluster built it from other
+    docker/ files."""
+    release = spec.slurm_release or image.DEFAULT_SLURM
+    tag = spec.image or image.default_image(release)
     labels = image.image_labels(tag)
-    ours = tag in (image.image_tag(False), image.image_tag(True))
+    ours = tag in (image.image_tag(False, release), image.image_tag(True, release))
     if labels is None and spec.image and not ours:
         raise UsageError(f"image {tag} not found", "build it, or leave out --image to use simcluster's own")
+    if labels is not None and spec.image and spec.slurm and image.image_slurm(labels) != spec.slurm:
+        raise UsageError(f"image {tag} carries Slurm {image.image_slurm(labels)}, not {spec.slurm}",
+                         f"leave out --image, or build one: simcluster image build --slurm {spec.slurm}")
     stale = labels is not None and not spec.image and not image.is_current(labels)
+    build_flags = f"{' --train' if tag.endswith('-train') else ''}" + \
+                  (f" --slurm {release}" if release != image.DEFAULT_SLURM else "")
     if labels is None or stale:
         progress(f" - image {tag} was built from older docker/ files: rebuilding it" if stale else
                  f" - image {tag} not found: building it (once; later builds are cached)")
-        tag = image.build_image(progress, train=tag.endswith("-train"))
+        tag = image.build_image(progress, train=tag.endswith("-train"), slurm=release)
         labels = image.image_labels(tag) or {}
     if spec.accounting and "accounting" not in image.image_features(labels):
         raise UsageError(f"image {tag} was built before accounting support (it has no slurmdbd)",
-                         f"rebuild it: simcluster image build{' --train' if tag.endswith('-train') else ''}")
+                         f"rebuild it: simcluster image build{build_flags}")
     return tag
+
+
+def _slurm_flag(spec: ClusterSpec) -> str:
+    release = spec.slurm_release or image.DEFAULT_SLURM
+    return "" if release == image.DEFAULT_SLURM else f" --slurm {release}"
 
 
 class DockerProvider(Provider):
@@ -180,7 +192,8 @@ class DockerProvider(Provider):
             controller_where=f"container {ctl or container_name(state.name)}",
             usage=(f"use it: simcluster exec --name {state.name} -- sinfo   (job files: {layout.root / 'shared'} "
                    f"= {SHARED_MOUNT} in every node)"),
-            install_hint="simcluster image build --train, then up --image simcluster/node:<version>-train")
+            install_hint=(f"simcluster image build --train{_slurm_flag(spec)}, then "
+                          f"up --image {image.image_tag(True, spec.slurm_release or image.DEFAULT_SLURM)}"))
 
     def runner(self, state: ClusterState, key: str) -> DockerExecRunner:
         return DockerExecRunner(container_name(state.name, None if key == CONTROLLER else key))

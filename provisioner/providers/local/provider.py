@@ -20,6 +20,7 @@ from provisioner.cluster.runner import HostRunner
 from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES
 from provisioner.cluster.state import ClusterState, all_states, port_lock, reserved_ports
 from provisioner.config.types import ClusterSpec
+from provisioner.errors import UsageError
 from provisioner.providers.base import Progress, Provider
 from provisioner.providers.local import preflight
 from provisioner.providers.local.ports import allocate_ports
@@ -45,6 +46,14 @@ class LocalProvider(Provider):
     def sanity_checks(self, spec: ClusterSpec) -> None:
         from provisioner.cluster import accounting
         from provisioner.paths import ClusterLayout
+        if spec.slurm:
+            from provisioner.config.versions import host_slurm_version, release_of
+            have = host_slurm_version()
+            if release_of(have or "") != spec.slurm:
+                raise UsageError(f"the local backend runs this host's Slurm ({have or 'none installed'}), "
+                                 f"not {spec.slurm}",
+                                 f"for Slurm {spec.slurm} use containers: simcluster up --backend docker "
+                                 f"--slurm {spec.slurm}")
         self._resolver = preflight.run_preflight(spec, ClusterLayout.for_name(spec.name))
         if spec.accounting:
             preflight.require_binaries(accounting.REQUIRED_BINARIES, "accounting needs program(s) that are missing")

@@ -57,7 +57,7 @@ def ssh_cluster_status(client: SlurmClient, target: str) -> ClusterStatus:
     return ClusterStatus(
         name=config.get("ClusterName", "?"), backend="ssh", phase="running" if responding else "stopped",
         healthy=healthy, fake_gpus=fake, state_dir=f"{target}: {cluster.config.get('StateSaveLocation', '?')}",
-        slurm_conf=cluster.slurm_conf, shared_dir=None,
+        slurm_conf=cluster.slurm_conf, shared_dir=None, slurm_version=config.get("SLURM_VERSION", ""),
         # slurmctld runs where it answers; when it does not, SSH cannot tell "dead" from "hung".
         controller=DaemonStatus(alive=responding, host=host, port=_int(config.get("SlurmctldPort")),
                                 responding=responding),

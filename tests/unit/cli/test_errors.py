@@ -66,6 +66,8 @@ CASES = {
     "exec-without-command": Case(["exec", "--name", ABSENT], "Missing argument"),
     # flags the spec validates
     "nodes-zero": Case(["up", "--nodes", "0"], "nodes: 0 is out of range 1-1024"),
+    "slurm-unknown-release": Case(["up", "--slurm", "23.02"], "slurm: '23.02' is not a Slurm release"),
+    "image-build-unknown-release": Case(["image", "build", "--slurm", "25.05"], "--slurm: '25.05' is not a Slurm"),
     "nodes-negative": Case(["up", "--nodes", "-1"], "nodes: -1 is out of range 1-1024"),
     "nodes-too-many": Case(["up", "--nodes", "2000"], "nodes: 2000 is out of range 1-1024"),
     "name-uppercase": Case(["up", "--name", "Upper"], "name: 'Upper' is not a valid cluster name"),
@@ -162,6 +164,16 @@ def test_bad_input(case: Case, cli_home: Path, tmp_path: Path):
     check_error(proc, case.code, case.says, case.problems)
     assert not (tmp_path / "bundle").exists()
     assert not (tmp_path / "out").exists()
+
+
+@needs_slurm
+def test_local_backend_refuses_another_slurm_release(cli_home):
+    """The local backend runs the host's Slurm: another release is one line pointing at docker."""
+    from provisioner.config.versions import SLURM_SUITES, host_slurm_version, release_of
+    other = next(r for r in SLURM_SUITES if r != release_of(host_slurm_version() or ""))
+    proc = run_cli(["up", "--name", "ver-refused", "--slurm", other], cli_home, timeout=60)
+    check_error(proc, 2, f"--backend docker --slurm {other}")
+    assert not cluster_dirs(cli_home)
 
 
 def test_there_are_at_least_20_distinct_bad_inputs():
