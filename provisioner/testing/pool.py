@@ -25,7 +25,7 @@ class CannotRun(Exception):
 
 
 class BadRequest(Exception):
-    """The request itself is wrong (unknown key, invalid spec): the test errors with this line."""
+    """The request is wrong (unknown key, invalid spec) or `up` failed: the test errors with this message."""
 
 
 def gpu_overrides(value: Any) -> Dict[str, Any]:
@@ -90,6 +90,7 @@ class ClusterPool:
         self._seq = 0
         self._shared: Dict[Tuple, SlurmCluster] = {}
         self._cannot: Dict[Tuple, str] = {}
+        self._failed: Dict[Tuple, str] = {}
         self.owned: List[SlurmCluster] = []
         self.kept: List[str] = []
         self.attached: Dict[str, SlurmCluster] = {}
@@ -105,8 +106,14 @@ class ClusterPool:
     def shared(self, request: Dict[str, Any]) -> SlurmCluster:
         """The session's cluster for ``request`` (made on first use)."""
         key = self.key(request)
+        if key in self._failed:  # one failed `up` per spec, not one per test
+            raise BadRequest(f"{self._failed[key]} (earlier in this session)")
         if key not in self._shared:
-            self._shared[key] = self.make(request)
+            try:
+                self._shared[key] = self.make(request)
+            except BadRequest as exc:
+                self._failed[key] = str(exc)
+                raise
         return self._shared[key]
 
     def make(self, request: Dict[str, Any]) -> SlurmCluster:
@@ -128,8 +135,12 @@ class ClusterPool:
         owners.record(name)  # before anything exists: a session killed during `up` is swept too
         try:
             self.progress(up(spec, provider, progress=self.progress).splitlines()[0])
-        except BaseException:
+        except SimclusterError as exc:
             owners.forget(name)  # up deleted what it made
+            raise BadRequest(f"simcluster up of a cluster of {describe(request)} failed: {exc.one_line()}"
+                             + (f"\n{exc.details}" if exc.details else "")) from None
+        except BaseException:
+            owners.forget(name)
             raise
         handle = SlurmCluster(load(name), owned=True)
         self.owned.append(handle)
