@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List, Sequence
 
 from provisioner.errors import UsageError
-from provisioner.verify import basic, faults, training
+from provisioner.verify import basic, faults, training, versions
 from provisioner.verify.runner import Check
 
 SUITES = ("basic", "ddp", "fsdp", "deepspeed", "megatron", "faults")
@@ -22,6 +22,10 @@ CHECKS: Sequence[Check] = (
     Check("basic.sbatch-output", "basic", basic.check_sbatch_output, "an sbatch job writes its --output/--error files"),
     Check("basic.mpi", "basic", basic.check_mpi,
           "an MPI allreduce across 2 nodes, started by srun --mpi=pmix (mpi4py, system python3)"),
+    Check("basic.cpus-per-task", "basic", versions.check_cpus_per_task,
+          "srun in a --cpus-per-task=2 job inherits it as this Slurm release does (lost in 22.05, back in 23.11)"),
+    Check("basic.gpus-per-task", "basic", versions.check_gpus_per_task,
+          "--gpus-per-task=1 gives each task its own GPU; --gpu-bind=none and the job's variables as this release does"),
     Check("basic.array", "basic", basic.check_array, "a job array sets SLURM_ARRAY_*"),
     Check("basic.dependency", "basic", basic.check_dependency, "--dependency=afterok runs only after its parent succeeded"),
     Check("basic.signal", "basic", basic.check_signal,
