@@ -237,6 +237,9 @@ def rule_no_rank_env(ctx: Context) -> Iterator[Finding]:
         tasks = step_nodes(ctx, cmd.srun) * step_tasks_per_node(ctx, cmd.srun)
         if tasks <= 1 or any(a.name == "RANK" for a in ctx.script.assignments):
             continue
+        from provisioner.check.parse import srun_options
+        if srun_options(cmd.srun.argv)[0].get("mpi", ("none", None))[0] not in (None, "none"):
+            continue  # srun --mpi=pmix|pmi2: an MPI program gets its rank from PMI, not RANK
         if any("rank" in w.lower() for w in cmd.words()[launch.program_index + 1:]):
             continue  # the rank goes in as an argument
         yield ctx.finding(
