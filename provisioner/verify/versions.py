@@ -67,11 +67,16 @@ def gpu_bind_none_shows_all(release: Tuple[int, int]) -> bool:
 
 def check_gpus_per_task(ctx: VerifyContext) -> Outcome:
     check = "basic.gpus-per-task"
-    node = next((n for n in ctx.spec.nodes if len(n.gpus) >= 2 and n.cpus >= 2), None)
-    if node is None:
-        raise CheckSkipped("needs a node with 2 GPUs and 2 CPUs (up --fake-gpus 4 --nodes 2)")
+    two = next((n for n in ctx.spec.nodes if len(n.gpus) >= 2 and n.cpus >= 2), None)
+    with_gpu = [n for n in ctx.spec.nodes if n.gpus]
+    if two is not None:  # both tasks on one node: they must get different GPUs
+        args = [f"--nodelist={two.name}", "--nodes=1"]
+    elif len(with_gpu) >= 2:
+        args = [f"--nodelist={with_gpu[0].name},{with_gpu[1].name}", "--nodes=2", "--ntasks-per-node=1"]
+    else:
+        raise CheckSkipped("needs 2 GPUs: on one node, or one on each of 2 nodes (up --fake-gpus 2)")
     script = render_template("basic_gpus_per_task.sbatch", {"TIME": ctx.time_minutes(ctx.limit(60)), "MEM": MEM})
-    job = ctx.submit(check, script, [f"--nodelist={node.name}"], name="gpt.sh")
+    job = ctx.submit(check, script, args, name="gpt.sh")
     ctx.wait_ok(job, ctx.limit(60))
     text = ctx.read(job.output)
     release = release_tuple(next((ln for ln in text.splitlines() if ln.startswith("VERSION ")), ""))
@@ -79,13 +84,19 @@ def check_gpus_per_task(ctx: VerifyContext) -> Outcome:
         raise CheckFailed(f"the job did not say its Slurm version: {text.strip()[:200]!r}", output=job.output)
     rel = f"{release[0]}.{release[1]:02d}"
     env = (lines_with(text, "ENV") or [{}])[0]
-    bound = [d.get("cvd", "") for d in lines_with(text, "BOUND")]
-    unbound = [d.get("cvd", "") for d in lines_with(text, "NONE")]
+    bound = {d.get("task"): (d.get("node"), d.get("cvd", "")) for d in lines_with(text, "BOUND")}
+    unbound = {d.get("task"): (d.get("node"), d.get("cvd", "")) for d in lines_with(text, "NONE")}
     problems = []
-    if len(bound) != 2 or any("," in g or not g for g in bound) or len(set(bound)) != 2:
-        problems.append(f"--gpus-per-task=1: tasks saw {bound}, expected one different GPU each")
-    all_gpus = ",".join(sorted(set(bound)))
-    want_none = [all_gpus] * 2 if gpu_bind_none_shows_all(release) else ["empty"] * 2
+    if sorted(bound) != ["0", "1"] or any("," in g or not g for _, g in bound.values()):
+        problems.append(f"--gpus-per-task=1: tasks saw {bound}, expected one GPU each")
+    elif two is not None and len({g for _, g in bound.values()}) != 2:
+        problems.append(f"--gpus-per-task=1: both tasks on {two.name} saw {bound}, expected different GPUs")
+    # --gpu-bind=none: every GPU of the step on the task's node (24.11+), or none (22.05).
+    node_gpus = {}
+    for node, g in bound.values():
+        node_gpus.setdefault(node, set()).add(g)
+    want_none = {t: (node, ",".join(sorted(node_gpus.get(node, ())))) if gpu_bind_none_shows_all(release)
+                 else (node, "empty") for t, (node, _) in bound.items()}
     # Without machines of their own (local backend) simcluster's TaskProlog sets each step's
     # CUDA_VISIBLE_DEVICES from SLURM_STEP_GPUS to physical ids, so --gpu-bind=none shows
     # the step's GPUs there on every release: only containers show Slurm's own choice.
@@ -101,6 +112,7 @@ def check_gpus_per_task(ctx: VerifyContext) -> Outcome:
     if problems:
         raise CheckFailed("; ".join(problems), output=job.output)
     var = "SLURM_GPUS_PER_TASK=1" if release < (23, 11) else "SLURM_TRES_PER_TASK=gres/gpu=1"
-    shown = (("every GPU" if want_none[0] != "empty" else "no GPU") if slurm_decides else
-             f"{unbound[0] if unbound else '?'} (TaskProlog's physical ids, not Slurm's choice)")
-    return Outcome(f"Slurm {rel}: one GPU per task ({'/'.join(sorted(bound))}); --gpu-bind=none shows {shown}; {var}")
+    seen = " ".join(f"{n}:{g}" for _, (n, g) in sorted(bound.items()))
+    shown = (("the node's GPUs" if gpu_bind_none_shows_all(release) else "no GPU") if slurm_decides else
+             "the step's GPUs (simcluster's TaskProlog maps them on this backend, not Slurm)")
+    return Outcome(f"Slurm {rel}: one GPU per task ({seen}); --gpu-bind=none shows {shown}; {var}")
