@@ -291,3 +291,14 @@ def test_each_node_has_its_own_tmpfs_and_mpi_stays_on_loopback():
     inputs.nodes_are_hosts = True  # containers: /tmp and the network are each node's own
     files = render_all(spec, inputs)
     assert "TmpFS" not in files["slurm.conf"] and "OMPI_MCA" not in files["task_prolog.sh"]
+
+
+def test_no_op_epilog_unless_the_spec_sets_one():
+    # Without an Epilog, slurmctld starts the next job only on its once-a-second pass
+    # (docs/benchmarks-throughput.md); a spec's own Epilog= line replaces ours.
+    conf = rendered("fake2")["slurm.conf"]
+    assert [x for x in conf_lines(conf) if x.startswith("Epilog=")] == ["Epilog=/bin/true"]
+    spec = spec_from({"nodes": 1, "slurmConf": ["Epilog = /opt/site/epilog.sh"]})
+    conf = render_all(spec, fixed_inputs(spec))["slurm.conf"]
+    assert [x for x in conf_lines(conf) if x.replace(" ", "").startswith("Epilog=")] == \
+        ["Epilog = /opt/site/epilog.sh"]
