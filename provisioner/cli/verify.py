@@ -13,11 +13,11 @@ from provisioner.cli.options import ssh_options
 def verify_options(f):
     """--suite/--json/--junit/--timeout, shared with `simcluster test`."""
     f = click.option("--timeout", type=float, default=None, metavar="S",
-                     help="Per-check time limit in seconds  [default: 60 basic, 240 training; signal 105]")(f)
+                     help="Per-check time limit in seconds  [default: 60 basic, 240 training; signals 105]")(f)
     f = click.option("--junit", "junit", default=None, metavar="FILE", help="Also write JUnit XML to FILE (for CI).")(f)
     f = click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout (lines go to stderr).")(f)
     f = click.option("--suite", "-s", default="all", show_default=True, metavar="LIST",
-                     help="basic,ddp,fsdp,deepspeed,megatron,faults or all (all = every suite but "
+                     help="basic,signals,ddp,fsdp,deepspeed,megatron,faults or all (all = every suite but "
                           "faults: that one breaks the cluster on purpose, needs 'up --fast-failure' and "
                           "takes 1-2 minutes; on other clusters its checks SKIP)")(f)
     return f
@@ -65,8 +65,10 @@ def command(name, suite, as_json, junit, timeout, ssh, ssh_key, known_hosts, ins
     \b
     Suites (default: all):
       basic      controller, nodes, srun env over all nodes, GPU ids per node, sbatch
-                 output, job array, afterok dependency, --signal before the time limit,
-                 requeue + resume from checkpoint
+                 output, MPI, job array, afterok dependency, requeue + resume from
+                 checkpoint (a few seconds)
+      signals    --signal=B:USR1 reaches the batch script before the time limit (up to
+                 30 s: slurmctld checks time limits every 30 s)
       ddp        DistributedDataParallel across 2 nodes (torchrun)
       fsdp       FSDP fully_shard across 2 nodes, sharding + DCP checkpoint reload
       deepspeed  DeepSpeed ZeRO-3 across 2 nodes (srun python, the seeds' style)
@@ -82,7 +84,7 @@ def command(name, suite, as_json, junit, timeout, ssh, ssh_key, known_hosts, ins
 
     \b
     Examples:
-      simcluster verify --suite basic
+      simcluster verify --suite basic           # seconds: for CI
       simcluster verify --suite all --json --junit verify.xml
       simcluster verify --ssh root@head --suite basic,ddp   # a cluster made by 'simcluster deploy'
 

@@ -329,7 +329,7 @@ def check_dependency(ctx: VerifyContext) -> Outcome:
 
 
 def check_signal(ctx: VerifyContext) -> Outcome:
-    check, minutes, sig_time = "basic.signal", 1, 50
+    check, minutes, sig_time = "signals.time-limit", 1, 50
     script = render_template("basic_signal.sbatch", {"TIME": minutes, "SIG_TIME": sig_time, "MEM": MEM})
     job = ctx.submit(check, script)
     # Slurm acts on time limits every 30 s: the signal comes within ~30 s of the start,

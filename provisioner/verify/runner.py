@@ -2,10 +2,10 @@
 
 Order: the controller and node checks first (if the controller does not answer, nothing
 else can run and the rest is SKIP). Then the other basic checks all at once (each is a
-small job; Slurm runs them side by side). The two background ones (signal waits on
-Slurm's 30-second time-limit timer; requeue) start when those are through and keep
-running while the training suites run one after the other (on 2 cores, two trainings
-at once are not faster).
+small job; Slurm runs them side by side). The background ones (requeue; the signals
+suite, which waits on Slurm's 30-second time-limit timer) start when those are through
+and keep running while the training suites run one after the other (on 2 cores, two
+trainings at once are not faster).
 """
 
 from __future__ import annotations
@@ -28,6 +28,8 @@ from provisioner.verify.jobs import JobError, first_error, tail
 from provisioner.verify.outcome import FAIL, PASS, SKIP, CheckFailed, CheckSkipped, Outcome
 
 TAIL_LINES = 25
+# Suites of small jobs that run side by side (the rest run one check at a time).
+CONCURRENT_SUITES = ("basic", "signals")
 
 
 @dataclass(frozen=True)
@@ -117,8 +119,8 @@ def run_checks(ctx: VerifyContext, checks: List[Check], report: Callable[[CheckR
                 done(skipped(other, f"not run: {check.name} failed"))
             return [results[c.name] for c in checks]
 
-    concurrent = [c for c in rest if c.suite == "basic"]
-    sequential = [c for c in rest if c.suite != "basic"]
+    concurrent = [c for c in rest if c.suite in CONCURRENT_SUITES]
+    sequential = [c for c in rest if c.suite not in CONCURRENT_SUITES]
     pool = ThreadPoolExecutor(max_workers=max(1, len(concurrent)), thread_name_prefix="check")
     futures: Dict[str, Future] = {}
     try:

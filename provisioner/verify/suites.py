@@ -8,10 +8,13 @@ from provisioner.errors import UsageError
 from provisioner.verify import basic, faults, training, versions
 from provisioner.verify.runner import Check
 
-SUITES = ("basic", "ddp", "fsdp", "deepspeed", "megatron", "faults")
+SUITES = ("basic", "signals", "ddp", "fsdp", "deepspeed", "megatron", "faults")
 # Not in "all": the faults suite breaks the cluster on purpose (and heals it), needs a
 # cluster made with `up --fast-failure`, and takes 1-2 minutes (verify/faults.py).
-ALL = ("basic", "ddp", "fsdp", "deepspeed", "megatron")
+# "signals" is apart from "basic" because it waits for slurmctld's time-limit pass, which
+# runs every 30 s (not a setting): up to 30 s, where the rest of basic takes a few seconds.
+# In "all" it runs beside the training suites and adds nothing to the total.
+ALL = ("basic", "signals", "ddp", "fsdp", "deepspeed", "megatron")
 
 CHECKS: Sequence[Check] = (
     Check("basic.controller", "basic", basic.check_controller, "slurmctld answers (scontrol ping)", gate=True),
@@ -28,13 +31,13 @@ CHECKS: Sequence[Check] = (
           "--gpus-per-task=1 gives each task its own GPU; --gpu-bind=none and the job's variables as this release does"),
     Check("basic.array", "basic", basic.check_array, "a job array sets SLURM_ARRAY_*"),
     Check("basic.dependency", "basic", basic.check_dependency, "--dependency=afterok runs only after its parent succeeded"),
-    Check("basic.signal", "basic", basic.check_signal,
-          "--signal=B:USR1@N reaches the batch script before the time limit", background=True),
     Check("basic.requeue", "basic", basic.check_requeue,
           "a requeued job resumes from the checkpoint its first run wrote", background=True),
     Check("basic.accounting", "basic", basic.check_accounting,
           "a finished job is in sacct, COMPLETED with its node (clusters with --accounting)",
           applies=lambda spec: bool(getattr(spec, "accounting", False))),
+    Check("signals.time-limit", "signals", basic.check_signal,
+          "--signal=B:USR1@N reaches the batch script before the time limit", background=True),
     Check("ddp.train", "ddp", training.check_ddp, "DistributedDataParallel across 2 nodes"),
     Check("fsdp.train", "fsdp", training.check_fsdp, "FSDP (fully_shard) across 2 nodes, sharded, DCP checkpoint reload"),
     Check("deepspeed.zero3", "deepspeed", training.check_deepspeed, "DeepSpeed ZeRO-3 across 2 nodes"),

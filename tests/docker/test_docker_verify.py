@@ -18,7 +18,7 @@ from tests.docker.conftest import LABEL, docker_ids, networks
 pytestmark = pytest.mark.integration
 
 ALL_CHECKS = {"basic.controller", "basic.nodes", "basic.srun-env", "basic.gpus", "basic.sbatch-output",
-              "basic.array", "basic.dependency", "basic.signal", "basic.requeue",
+              "basic.array", "basic.dependency", "signals.time-limit", "basic.requeue",
               "ddp.train", "fsdp.train", "deepspeed.zero3", "megatron.tp2"}
 
 

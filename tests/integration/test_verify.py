@@ -20,7 +20,7 @@ from tests.conftest import run_cli
 pytestmark = pytest.mark.integration
 
 ALL_CHECKS = {"basic.controller", "basic.nodes", "basic.srun-env", "basic.gpus", "basic.sbatch-output",
-              "basic.array", "basic.dependency", "basic.signal", "basic.requeue",
+              "basic.array", "basic.dependency", "signals.time-limit", "basic.requeue",
               "ddp.train", "fsdp.train", "deepspeed.zero3", "megatron.tp2"}
 STACKS = ("torch", "deepspeed", "megatron.core")
 
@@ -53,7 +53,7 @@ def test_verify_all_passes_with_json_and_junit(make_cluster, tmp_path):
     assert set(statuses) == ALL_CHECKS
     assert all(s == "PASS" for s in statuses.values()), statuses
     assert report["passed"] is True and report["counts"] == {"PASS": 13, "FAIL": 0, "SKIP": 0}
-    assert report["cluster"] == c.name and report["suites"] == ["basic", "ddp", "fsdp", "deepspeed", "megatron"]
+    assert report["cluster"] == c.name and report["suites"] == ["basic", "signals", "ddp", "fsdp", "deepspeed", "megatron"]
     by_name = {ch["name"]: ch for ch in report["checks"]}
     assert by_name["ddp.train"]["data"]["params_identical"] is True
     assert by_name["fsdp.train"]["data"]["checkpoint_reloaded"] is True

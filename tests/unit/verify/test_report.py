@@ -31,7 +31,9 @@ def spec(nodes=2, parts=None) -> ClusterSpec:
 
 
 def test_suites_parse_in_canonical_order_and_reject_unknown_names():
-    assert parse_suites("all") == ["basic", "ddp", "fsdp", "deepspeed", "megatron"]
+    assert parse_suites("all") == ["basic", "signals", "ddp", "fsdp", "deepspeed", "megatron"]
+    # signals (a 30 s timer in slurmctld) is apart, so "basic" takes seconds; "all" has both.
+    assert "signals.time-limit" not in [c.name for c in checks_for(["basic"])]
     assert parse_suites("megatron, basic") == ["basic", "megatron"]
     with pytest.raises(UsageError) as exc:
         parse_suites("ddp,bogus")
