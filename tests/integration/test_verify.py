@@ -21,6 +21,7 @@ pytestmark = pytest.mark.integration
 
 ALL_CHECKS = {"basic.controller", "basic.nodes", "basic.srun-env", "basic.gpus", "basic.sbatch-output",
               "basic.array", "basic.dependency", "signals.time-limit", "basic.requeue",
+              "basic.cpus-per-task", "basic.gpus-per-task",
               "ddp.train", "fsdp.train", "deepspeed.zero3", "megatron.tp2"}
 STACKS = ("torch", "deepspeed", "megatron.core")
 
@@ -52,7 +53,7 @@ def test_verify_all_passes_with_json_and_junit(make_cluster, tmp_path):
     statuses = {ch["name"]: ch["status"] for ch in report["checks"]}
     assert set(statuses) == ALL_CHECKS
     assert all(s == "PASS" for s in statuses.values()), statuses
-    assert report["passed"] is True and report["counts"] == {"PASS": 13, "FAIL": 0, "SKIP": 0}
+    assert report["passed"] is True and report["counts"] == {"PASS": len(ALL_CHECKS), "FAIL": 0, "SKIP": 0}
     assert report["cluster"] == c.name and report["suites"] == ["basic", "signals", "ddp", "fsdp", "deepspeed", "megatron"]
     by_name = {ch["name"]: ch for ch in report["checks"]}
     assert by_name["ddp.train"]["data"]["params_identical"] is True
