@@ -1,0 +1,55 @@
+"""Docker clusters of each Slurm release simcluster builds (22.05 is every other docker test's).
+
+Per release: the image builds offline from its Debian suite (once; later runs hit docker's
+cache), `up --slurm R` runs it, status reports the release, the host-shell wrappers of
+`simcluster env` run the cluster's own clients, and `verify --suite basic` passes, including
+the checks that assert release-specific behaviour (basic.cpus-per-task, basic.gpus-per-task).
+The training suites run on 24.11 (python3.11 from bookworm in a trixie image).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+import pytest
+
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.integration
+
+
+def _verify(name: str, home, suites: str) -> dict:
+    proc = run_cli(["verify", "--name", name, "--suite", suites, "--json"], home, timeout=900)
+    report = json.loads(proc.stdout)
+    bad = {c["name"]: (c["status"], c["message"], (c.get("tail") or "")[-600:])
+           for c in report["checks"] if c["status"] != "PASS"}
+    assert proc.returncode == 0 and not bad, f"{bad}\n{proc.stderr[-2000:]}"
+    return {c["name"]: c for c in report["checks"]}
+
+
+@pytest.mark.parametrize("release", ["24.11", "26.05"])
+def test_basic_suite_on_release(release, docker_cluster, sim_home):
+    name = docker_cluster("--slurm", release, "--nodes", "2", "--fake-gpus", "2")
+    st = json.loads(run_cli(["status", "--name", name, "--json"], sim_home, check=True).stdout)
+    assert st["slurm_version"].startswith(release + "."), st["slurm_version"]
+    # The host's own clients are 22.05: the wrappers on PATH must run the cluster's instead.
+    env = run_cli(["env", "--name", name], sim_home, check=True).stdout
+    shared = sim_home / name / "shared"
+    (shared / "hello.sh").write_text("#!/bin/bash\n#SBATCH -N2 -o hello.out\nsrun -l hostname\n")
+    proc = subprocess.run(["bash", "-c", 'eval "$1"; sinfo --version; sbatch --wait hello.sh; cat hello.out',
+                           "_", env], cwd=shared, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines()[0] == f"slurm-wlm {st['slurm_version']}", proc.stdout
+    assert {"0: node1", "1: node2"} <= set(proc.stdout.splitlines()), proc.stdout
+    checks = _verify(name, sim_home, "basic")
+    assert f"Slurm {release}: srun inherits --cpus-per-task" in checks["basic.cpus-per-task"]["message"]
+    assert "SLURM_TRES_PER_TASK=gres/gpu=1" in checks["basic.gpus-per-task"]["message"]
+
+
+def test_training_suites_on_24_11(docker_cluster, sim_home):
+    run_cli(["image", "build", "--train", "--slurm", "24.11"], sim_home, check=True, timeout=1800)
+    name = docker_cluster("--slurm", "24.11", "--nodes", "2")  # the -train image of 24.11, now built
+    checks = _verify(name, sim_home, "ddp,fsdp")
+    assert {"ddp.train", "fsdp.train"} <= set(checks)
