@@ -65,7 +65,7 @@ test-integration: setup
 
 bench: setup  ## time up/down for 2..256 nodes, CI speed (test --suite basic, 1000 jobs), write docs/benchmarks*.md
 	$(PY) scripts/bench.py --out docs/benchmarks.md
-	$(PY) scripts/bench_throughput.py --out docs/benchmarks-throughput.md
+	$(PY) scripts/bench_throughput.py --baseline --out docs/benchmarks-throughput.md
 
 # Not part of `make test`: SOAK_MINUTES (default 30) of random faults against a job
 # stream on a 4-node --fast-failure --accounting cluster; writes docs/reliability.md.
