@@ -7,6 +7,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+# What `up`, `image build` and `deploy` read at run time ships inside the package (also in
+# a wheel installed anywhere): the config templates, the node image's build context and
+# the Ansible playbook.
+DATA_DIR = Path(__file__).resolve().parent / "data"
+DOCKER_CONTEXT_DIR = DATA_DIR / "docker"
+PLAYBOOK_DIR = DATA_DIR / "ansible"
 
 
 def simcluster_home() -> Path:
@@ -19,9 +25,9 @@ def simcluster_home() -> Path:
 
 
 def templates_dir() -> Path:
-    """configs/templates: the one source of Slurm config text."""
+    """provisioner/data/templates: the one source of Slurm config text."""
     env = os.environ.get("SIMCLUSTER_TEMPLATES")
-    return Path(env) if env else REPO_ROOT / "configs" / "templates"
+    return Path(env) if env else DATA_DIR / "templates"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Render a cluster's Slurm configs from configs/templates (Jinja2, StrictUndefined).
+"""Render a cluster's Slurm configs from provisioner/data/templates (Jinja2, StrictUndefined).
 
 The same templates serve the local backend and the Ansible roles; this module only
 builds the template context from a ClusterSpec.

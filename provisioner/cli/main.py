@@ -36,9 +36,35 @@ class _Group(click.Group):
             ctx.exit(1)
 
 
+def version_text() -> str:
+    """`simcluster --version`: ours, the host's Slurm (local backend) and the Slurm releases
+    docker clusters can run, with the node images already built."""
+    from provisioner.config.versions import SLURM_SUITES, host_slurm_version
+    lines = [f"simcluster {__version__}",
+             f"Slurm on this host (local backend): {host_slurm_version() or 'none (apt-get install slurmctld slurmd)'}",
+             "Slurm for docker clusters (simcluster image build --slurm R; up --backend docker --slurm R): "
+             + ", ".join(f"{rel} (Debian {suite})" for rel, suite in SLURM_SUITES.items())]
+    try:  # images already built; no engine or no SDK: say nothing about images
+        from provisioner.providers.docker import engine, image
+        if engine.engine_version():
+            built = [tag for rel in SLURM_SUITES for tag in (image.image_tag(False, rel), image.image_tag(True, rel))
+                     if image.image_exists(tag)]
+            lines.append("node images built: " + (", ".join(built) if built else "none yet"))
+    except Exception:
+        pass
+    return "\n".join(lines)
+
+
+def _print_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version_text())
+        ctx.exit(0)
+
+
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and more detail on errors.")
-@click.version_option(__version__, prog_name="simcluster")
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_print_version,
+              help="Show simcluster's version and the Slurm versions it can run.")
 @click.pass_context
 def cli(ctx: click.Context, verbose: bool) -> None:
     """simcluster: a real multi-node Slurm cluster on this machine.

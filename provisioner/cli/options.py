@@ -23,7 +23,7 @@ _SPEC_FLAGS = (
                                           "[default: local, or the config's backend]")),
     (("--image",), "image", dict(metavar="IMAGE", help="docker backend: node image, used as it is  [default: the "
                                                        "-train image when built, else the basic one; rebuilt when "
-                                                       "made from older docker/ files]")),
+                                                       "made from older build files]")),
     (("--privileged",), "privileged", dict(is_flag=True, default=None,
                                            help="docker backend: run containers --privileged.")),
     (("--accounting",), "accounting", dict(is_flag=True, default=None,

@@ -1,4 +1,4 @@
-"""Run ansible/site.yml through ansible-runner's Python API and report as it goes.
+"""Run provisioner/data/ansible/site.yml through ansible-runner's Python API and report as it goes.
 
 Each task becomes one progress line once every host has answered
 (` - munge : Install munge  changed: node1, node2  ok: ctl  (1.4s)`); failures are
@@ -15,9 +15,8 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from provisioner.errors import PrerequisiteError
-from provisioner.paths import REPO_ROOT
+from provisioner.paths import PLAYBOOK_DIR
 
-PLAYBOOK_DIR = REPO_ROOT / "ansible"
 Progress = Callable[[str], None]
 
 

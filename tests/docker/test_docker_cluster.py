@@ -42,7 +42,7 @@ def test_up_rebuilds_a_default_image_built_from_other_docker_files(sim_home):
         assert not image_is_current(tag)
         proc = run_cli(["up", "--backend", "docker", "--name", name, "--nodes", "1"], sim_home, timeout=900)
         assert proc.returncode == 0, proc.stderr
-        assert "built from older docker/ files: rebuilding it" in proc.stderr
+        assert "built from older build files: rebuilding it" in proc.stderr
         assert image_is_current(tag)
         ctl = subprocess.run(["docker", "inspect", "-f", "{{.Image}}", f"simcluster-{name}-ctl"],
                              stdout=subprocess.PIPE, text=True, check=True).stdout.strip()

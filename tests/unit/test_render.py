@@ -1,4 +1,4 @@
-"""Rendering configs/templates: golden files for fixed specs and inputs, plus the lines
+"""Rendering provisioner/data/templates: golden files for fixed specs and inputs, plus the lines
 that matter (per-node Port/CPUs/RealMemory/Gres, gres File=, config_overrides, AuthInfo).
 
 Regenerate the golden files after an intended template change with
@@ -18,7 +18,7 @@ import jinja2
 import pytest
 
 from provisioner.config import load_spec
-from provisioner.paths import ClusterLayout
+from provisioner.paths import templates_dir, ClusterLayout
 from provisioner.render import (TEMPLATES, RenderInputs, _environment, build_context, default_ports,
                                 render_all, write_files)
 from tests.conftest import REPO, run_cli
@@ -229,7 +229,7 @@ def test_every_template_needs_its_variables():
 
 def test_a_missing_variable_in_a_template_raises(tmp_path, monkeypatch):
     templates = tmp_path / "templates"
-    shutil.copytree(REPO / "configs" / "templates", templates)
+    shutil.copytree(templates_dir(), templates)
     gres = templates / "gres.conf.j2"
     gres.write_text(gres.read_text() + "{{ no_such_variable }}\n")
     monkeypatch.setenv("SIMCLUSTER_TEMPLATES", str(templates))

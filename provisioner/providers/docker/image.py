@@ -28,7 +28,7 @@ from provisioner.config.versions import DEFAULT_SLURM, SLURM_SUITES
 from docker.errors import DockerException, ImageNotFound
 
 from provisioner.errors import PrerequisiteError, SimclusterError
-from provisioner.paths import REPO_ROOT
+from provisioner.paths import DOCKER_CONTEXT_DIR
 from provisioner.providers.docker.engine import DockerError, client, explain, require_engine
 
 IMAGE_REPO = "simcluster/node"
@@ -73,7 +73,7 @@ def context_digest() -> str:
     Dockerfile means an image built before is out of date."""
     h = hashlib.sha256()
     for name in CONTEXT_FILES:
-        h.update(name.encode() + b"\0" + (REPO_ROOT / "docker" / name).read_bytes())
+        h.update(name.encode() + b"\0" + (DOCKER_CONTEXT_DIR / name).read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -252,7 +252,7 @@ def build_image(progress: Progress, train: bool = False, offline: Optional[bool]
     with tempfile.TemporaryDirectory(prefix="simcluster-build-") as tmp:
         ctx = Path(tmp)
         for name in CONTEXT_FILES:
-            shutil.copy2(REPO_ROOT / "docker" / name, ctx / name)
+            shutil.copy2(DOCKER_CONTEXT_DIR / name, ctx / name)
         fill_wheelhouse(ctx / "wheelhouse", train, progress, refresh=no_cache)
         progress(f" - docker build {tag} (from {base})")
         tail: List[str] = []

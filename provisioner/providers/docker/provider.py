@@ -101,7 +101,7 @@ def choose_image(spec: ClusterSpec, progress: Progress) -> str:
     build_flags = f"{' --train' if tag.endswith('-train') else ''}" + \
                   (f" --slurm {release}" if release != image.DEFAULT_SLURM else "")
     if labels is None or stale:
-        progress(f" - image {tag} was built from older docker/ files: rebuilding it" if stale else
+        progress(f" - image {tag} was built from older build files: rebuilding it" if stale else
                  f" - image {tag} not found: building it (once; later builds are cached)")
         tag = image.build_image(progress, train=tag.endswith("-train"), slurm=release)
         labels = image.image_labels(tag) or {}

@@ -1,4 +1,4 @@
-"""One source of Slurm config text: the roles render configs/templates exactly as Python does.
+"""One source of Slurm config text: the roles render provisioner/data/templates exactly as Python does.
 
 Runs the roles' context and render tasks on this machine (ansible-playbook, local
 connection, no SSH, no docker) and compares with provisioner/render.py.
@@ -15,10 +15,9 @@ from pathlib import Path
 import pytest
 
 from provisioner.config.validate import validate
-from provisioner.paths import ClusterLayout
+from provisioner.paths import PLAYBOOK_DIR, ClusterLayout, templates_dir
 from provisioner.render import RenderInputs, build_context, render_all
 
-REPO = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 
 
@@ -29,10 +28,10 @@ def run_render_check(tmp_path: Path, inventory: str, extra: dict) -> Path:
     inv.write_text(inventory)
     extra_file = tmp_path / "extra.json"
     extra_file.write_text(json.dumps({"slurm_conf_dir": str(out),
-                                      "slurm_templates_dir": str(REPO / "configs" / "templates"), **extra}))
-    env = dict(os.environ, ANSIBLE_CONFIG=str(REPO / "ansible" / "ansible.cfg"),
-               ANSIBLE_ROLES_PATH=str(REPO / "ansible" / "roles"),
-               ANSIBLE_FILTER_PLUGINS=str(REPO / "ansible" / "filter_plugins"), ANSIBLE_NOCOLOR="1")
+                                      "slurm_templates_dir": str(templates_dir()), **extra}))
+    env = dict(os.environ, ANSIBLE_CONFIG=str(PLAYBOOK_DIR / "ansible.cfg"),
+               ANSIBLE_ROLES_PATH=str(PLAYBOOK_DIR / "roles"),
+               ANSIBLE_FILTER_PLUGINS=str(PLAYBOOK_DIR / "filter_plugins"), ANSIBLE_NOCOLOR="1")
     proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inv), str(Path(__file__).with_name("render_check.yml")),
                            "-e", f"@{extra_file}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=300)

@@ -9,7 +9,8 @@ from pathlib import Path
 
 from ansible.errors import AnsibleFilterError
 
-_PARSE = Path(__file__).resolve().parents[2] / "provisioner" / "config" / "parse.py"
+# provisioner/data/ansible/filter_plugins/ -> provisioner/config/parse.py
+_PARSE = Path(__file__).resolve().parents[3] / "config" / "parse.py"
 _spec = importlib.util.spec_from_file_location("simcluster_parse", _PARSE)
 _parse = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_parse)
