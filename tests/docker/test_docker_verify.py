@@ -19,7 +19,7 @@ pytestmark = pytest.mark.integration
 
 ALL_CHECKS = {"basic.controller", "basic.nodes", "basic.srun-env", "basic.gpus", "basic.sbatch-output",
               "basic.array", "basic.dependency", "signals.time-limit", "basic.requeue",
-              "basic.cpus-per-task", "basic.gpus-per-task",
+              "basic.mpi", "basic.cpus-per-task", "basic.gpus-per-task",
               "ddp.train", "fsdp.train", "deepspeed.zero3", "megatron.tp2"}
 
 
