@@ -1,7 +1,8 @@
 """simcluster as other projects install it: a wheel and an sdist built from this checkout,
 the wheel installed with pip into a fresh venv outside the checkout, and the installed
 `simcluster` run from a directory that is not the checkout (so nothing can be read from it
-by accident): --version, up, verify, down, image build, deploy --help.
+by accident): --version, up, verify, down, image build, deploy --help; and a project of
+its own whose `def test_x(slurm_cluster)` runs through the installed pytest plugin.
 """
 
 from __future__ import annotations
@@ -103,3 +104,38 @@ def test_the_installed_wheel_builds_the_node_image(installed, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH")}
     out = sh([installed / "simcluster", "image", "build"], tmp_path, env, timeout=900).stdout
     assert "simcluster/node:0.1.0" in out, out
+
+
+PROJECT_TEST = """
+def test_x(slurm_cluster):
+    assert slurm_cluster.nodes == ["node1", "node2"]
+    job = slurm_cluster.sbatch("#!/bin/bash\\n#SBATCH -N2\\nsrun hostname -s >/dev/null && echo ran on $SLURM_JOB_NODELIST")
+    assert job.state == "COMPLETED" and job.exit_code == 0, job.output
+    assert "ran on node[1-2]" in job.output
+"""
+
+
+def test_an_outside_project_uses_the_installed_plugin(installed, tmp_path):
+    """A project outside the checkout with the wheel (and pytest) installed writes
+    `def test_x(slurm_cluster)`: the plugin loads by its entry point, the test passes and
+    the session leaves nothing running."""
+    sh([installed / "pip", "install", "-q", "pytest"], tmp_path, timeout=600)
+    project = tmp_path / "client"
+    project.mkdir()
+    (project / "test_client.py").write_text(PROJECT_TEST)
+    TEST_HOME_ROOT.mkdir(parents=True, exist_ok=True)
+    home = TEST_HOME_ROOT / uuid.uuid4().hex[:8]
+    home.mkdir()
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "SLURM_CONF",
+                                                           "PYTEST_ADDOPTS", "PYTEST_PLUGINS")}
+    env.update(SIMCLUSTER_HOME=str(home))
+    try:
+        proc = subprocess.run([str(installed / "python"), "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+                              cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True, timeout=600)
+        assert proc.returncode == 0 and "1 passed" in proc.stdout, proc.stdout[-3000:]
+        left = daemons_under(home)
+        assert not left, left
+        assert not [p for p in home.iterdir() if p.is_dir() and p.name.startswith("pyt-")]
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
