@@ -238,7 +238,8 @@ def check_sbatch_output(ctx: VerifyContext) -> Outcome:
 
 
 def check_mpi(ctx: VerifyContext) -> Outcome:
-    """An allreduce across two nodes with `srun --mpi=pmix` (docs/mpi.md)."""
+    """An allreduce across two nodes with `srun --mpi=pmix` (docs/mpi.md); SKIP where the
+    Slurm build has no pmix plugin (docs/slurm-versions.md)."""
     check = "basic.mpi"
     chosen = training_partition(ctx.spec, 2)
     if chosen is None:
@@ -257,6 +258,15 @@ def check_mpi(ctx: VerifyContext) -> Outcome:
     except JobError as exc:
         raise CheckFailed(f"{exc}; {hint}", output=job.output)
     text = ctx.read(job.output)
+    # "MPITYPES MPI plugin types are... pmix none cray_shasta pmi2 specific pmix plugin ..."
+    listed = next((line.split("are...", 1)[-1] for line in text.splitlines() if line.startswith("MPITYPES ")), "")
+    offered = " ".join(listed.split("specific", 1)[0].split())
+    nopmix = next((line.split(None, 1)[-1] for line in text.splitlines() if line.startswith("NOPMIX ")), None)
+    if nopmix is not None:
+        # A missing plugin is the Slurm build's choice (Debian's 26.05.5 dropped PMIx), not a
+        # cluster fault: no srun MPI type can start Debian's Open MPI 5+ without it.
+        raise CheckSkipped(f"{nopmix.strip()} has no mpi_pmix plugin (srun --mpi=list: {offered}) and "
+                           "Open MPI 5+ needs PMIx: use mpirun in the allocation (docs/slurm-versions.md)")
     ranks = lines_with(text, "MPI")
     size = 2 * per_node
     want = str(size * (size + 1) // 2)
@@ -267,9 +277,6 @@ def check_mpi(ctx: VerifyContext) -> Outcome:
         problems.append(f"the ranks did not span {', '.join(nodes)}")
     if problems:
         raise CheckFailed("; ".join(problems[:4]) + f"; {hint}", output=job.output)
-    # "MPITYPES MPI plugin types are... pmix none cray_shasta pmi2 specific pmix plugin ..."
-    listed = next((line.split("are...", 1)[-1] for line in text.splitlines() if line.startswith("MPITYPES ")), "")
-    offered = " ".join(listed.split("specific", 1)[0].split())
     return Outcome(f"srun --mpi=pmix: {size} ranks on {' and '.join(nodes)}, allreduce sum={want} on every rank "
                    f"(srun --mpi=list: {offered})")
 
