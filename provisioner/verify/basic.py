@@ -238,7 +238,7 @@ def check_sbatch_output(ctx: VerifyContext) -> Outcome:
 
 
 def check_mpi(ctx: VerifyContext) -> Outcome:
-    """An allreduce across two nodes with `srun --mpi=pmix` (docs/mpi.md); SKIP where the
+    """An allreduce across two nodes with `srun --mpi=pmix` (docs/fidelity.md#mpi); SKIP where the
     Slurm build has no pmix plugin (docs/slurm-versions.md)."""
     check = "basic.mpi"
     chosen = training_partition(ctx.spec, 2)

@@ -19,11 +19,12 @@ from tests.conftest import run_cli
 pytestmark = pytest.mark.integration
 
 
-def _verify(name: str, home, suites: str) -> dict:
+def _verify(name: str, home, suites: str, may_skip=()) -> dict:
     proc = run_cli(["verify", "--name", name, "--suite", suites, "--json"], home, timeout=900)
     report = json.loads(proc.stdout)
     bad = {c["name"]: (c["status"], c["message"], (c.get("tail") or "")[-600:])
-           for c in report["checks"] if c["status"] != "PASS"}
+           for c in report["checks"] if c["status"] != "PASS"
+           and not (c["status"] == "SKIP" and c["name"] in may_skip)}
     assert proc.returncode == 0 and not bad, f"{bad}\n{proc.stderr[-2000:]}"
     return {c["name"]: c for c in report["checks"]}
 
@@ -43,7 +44,14 @@ def test_basic_suite_on_release(release, docker_cluster, sim_home):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == f"slurm-wlm {st['slurm_version']}", proc.stdout
     assert {"0: node1", "1: node2"} <= set(proc.stdout.splitlines()), proc.stdout
-    checks = _verify(name, sim_home, "basic")
+    # Debian's 26.05.5 is built without PMIx (no mpi_pmix plugin): basic.mpi says so and
+    # skips there (a later sid build with the plugin must pass); 24.11 must pass.
+    checks = _verify(name, sim_home, "basic", may_skip={"basic.mpi"} if release == "26.05" else ())
+    mpi = checks["basic.mpi"]
+    if mpi["status"] == "SKIP":
+        assert "no mpi_pmix plugin" in mpi["message"], mpi
+    else:
+        assert mpi["message"].startswith("srun --mpi=pmix: ") and "ranks on node1 and node2" in mpi["message"], mpi
     assert f"Slurm {release}: srun inherits --cpus-per-task" in checks["basic.cpus-per-task"]["message"]
     assert "SLURM_TRES_PER_TASK=gres/gpu=1" in checks["basic.gpus-per-task"]["message"]
 
