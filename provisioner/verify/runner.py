@@ -2,10 +2,10 @@
 
 Order: the controller and node checks first (if the controller does not answer, nothing
 else can run and the rest is SKIP). Then the other basic checks all at once (each is a
-small job; Slurm runs them side by side). The background ones (requeue; the signals
-suite, which waits on Slurm's 30-second time-limit timer) start when those are through
-and keep running while the training suites run one after the other (on 2 cores, two
-trainings at once are not faster).
+small job; Slurm runs them side by side). The background one (the signals suite, whose
+job holds a CPU while it waits on Slurm's 30-second time-limit timer) starts when those
+are through and keeps running while the training suites run one after the other (on 2
+cores, two trainings at once are not faster).
 """
 
 from __future__ import annotations

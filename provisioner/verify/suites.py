@@ -32,7 +32,7 @@ CHECKS: Sequence[Check] = (
     Check("basic.array", "basic", basic.check_array, "a job array sets SLURM_ARRAY_*"),
     Check("basic.dependency", "basic", basic.check_dependency, "--dependency=afterok runs only after its parent succeeded"),
     Check("basic.requeue", "basic", basic.check_requeue,
-          "a requeued job resumes from the checkpoint its first run wrote", background=True),
+          "a requeued job resumes from the checkpoint its first run wrote"),
     Check("basic.accounting", "basic", basic.check_accounting,
           "a finished job is in sacct, COMPLETED with its node (clusters with --accounting)",
           applies=lambda spec: bool(getattr(spec, "accounting", False))),
