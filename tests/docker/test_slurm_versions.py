@@ -30,6 +30,11 @@ def _verify(name: str, home, suites: str, may_skip=()) -> dict:
     return {c["name"]: c for c in report["checks"]}
 
 
+def _image_id(tag: str) -> str:
+    return subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", tag], stdout=subprocess.PIPE,
+                          text=True, check=True).stdout.strip()
+
+
 @pytest.mark.parametrize("release", ["24.11", "26.05"])
 def test_basic_suite_on_release(release, docker_cluster, sim_home):
     name = docker_cluster("--slurm", release, "--nodes", "2", "--fake-gpus", "2")
@@ -55,6 +60,14 @@ def test_basic_suite_on_release(release, docker_cluster, sim_home):
         assert mpi["message"].startswith("srun --mpi=pmix: ") and "ranks on node1 and node2" in mpi["message"], mpi
     assert f"Slurm {release}: srun inherits --cpus-per-task" in checks["basic.cpus-per-task"]["message"]
     assert "SLURM_TRES_PER_TASK=gres/gpu=1" in checks["basic.gpus-per-task"]["message"]
+    # The image's cache key is the digest of the build files: building again reuses it (no
+    # base bootstrap, the same image id), so later runs of the suite build nothing.
+    from provisioner.providers.docker.image import image_is_current, image_tag
+    tag = image_tag(False, release)
+    run_cli(["image", "build", "--slurm", release], sim_home, check=True, timeout=1200)
+    before = _image_id(tag)
+    again = run_cli(["image", "build", "--slurm", release], sim_home, check=True, timeout=600)
+    assert "debootstrap" not in again.stderr and _image_id(tag) == before and image_is_current(tag)
 
 
 def test_training_suites_on_24_11(docker_cluster, sim_home):
