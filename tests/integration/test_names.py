@@ -32,7 +32,8 @@ LOOKUPS = textwrap.dedent("""
             return str(exc)
     own = gai(me)[0]
     out = {"node": me, "own": own}
-    for host in ("node1", "node2", own, "127.0.0.1", "localhost", socket.gethostname()):
+    out["hostname"] = socket.gethostname()
+    for host in ("node1", "node2", own, "127.0.0.1", "localhost", sys.argv[2]):
         out[host] = {"any": gai(host), "v6mapped": gai(host, socket.AF_INET6, socket.AI_V4MAPPED | socket.AI_ALL)}
     # Bind every result for the node's name on one port, as tornado's bind_sockets does.
     port = int(sys.argv[1])
@@ -73,7 +74,8 @@ def test_lookups_in_jobs_give_one_address_each_and_nodes_bind_the_same_port(make
     script = tmp_path / "lookups.py"
     script.write_text(LOOKUPS)
     # Both nodes bind the same port at once, each on its own address.
-    out = c.run(["srun", "-N2", "--ntasks-per-node=1", os.sys.executable, str(script), str(_port())]).stdout
+    out = c.run(["srun", "-N2", "--ntasks-per-node=1", os.sys.executable, str(script), str(_port()),
+                 socket.gethostname()]).stdout
     results = {r["node"]: r for r in map(json.loads, out.splitlines())}
     assert sorted(results) == ["node1", "node2"], out
     addr1, addr2 = results["node1"]["own"], results["node2"]["own"]
@@ -83,6 +85,7 @@ def test_lookups_in_jobs_give_one_address_each_and_nodes_bind_the_same_port(make
         assert r[r["own"]]["any"] == [r["own"]], r  # a numeric address: itself, once
         assert r["127.0.0.1"]["any"] == ["127.0.0.1"] and r["localhost"]["any"] == ["127.0.0.1"], r
         assert len(r[socket.gethostname()]["any"]) == 1, r  # the host's own name still resolves
+        assert r["hostname"] == node, r  # each node has its own host name, as a host of its own
         assert r["node2"]["v6mapped"] == [f"::ffff:{addr2}"], r  # torch's first lookup answers
         assert r["bound"] == [r["own"]], r
     conf = c.slurm_conf.read_text()

@@ -101,25 +101,35 @@ def hosts_file(node_addrs: Dict[str, str], system_hosts: Path = Path("/etc/hosts
     return "\n".join(lines) + "\n"
 
 
-def namespace_prefix(hosts: str, uid: int, gid: int) -> List[str]:
-    """The argv prefix that starts a daemon in a mount namespace of its own where ``hosts``
-    is /etc/hosts. The daemon keeps its pid (unshare and sh exec, they do not fork).
+# After the bind mount: the host name becomes the node's name, taken from the daemon's own
+# `-N NODE` (slurmd's argv), so the prefix is the same for every node.
+_NAMESPACE_SCRIPT = ('mount --bind "$0" /etc/hosts || exit 1; '
+                     'prev=; for a in "$@"; do [ "$prev" = -N ] && { hostname "$a" || exit 1; }; prev=$a; done; '
+                     'exec "$@"')
 
-    As root one `unshare --mount` does it. Rootless, only a user namespace grants the right
-    to mount: the outer one maps the user to root to mount, the inner one maps the user back
-    to itself, so slurmd and its jobs run as the user, as they would without it.
+
+def namespace_prefix(hosts: str, uid: int, gid: int) -> List[str]:
+    """The argv prefix that starts a daemon in mount and UTS namespaces of its own where
+    ``hosts`` is /etc/hosts and the host name is the node's (the value after ``-N`` in the
+    daemon's argv), as on a host of its own: `hostname` in a job prints node1, and tools
+    that find "am I that host?" by comparing names (torchrun's c10d rendezvous decides so
+    which node serves the store) answer as on a real cluster. The daemon keeps its pid
+    (unshare and sh exec, they do not fork).
+
+    As root one `unshare --mount --uts` does it. Rootless, only a user namespace grants the
+    right to mount: the outer one maps the user to root to mount, the inner one maps the
+    user back to itself, so slurmd and its jobs run as the user, as they would without it.
     """
-    script = 'mount --bind "$0" /etc/hosts && exec "$@"'
     if uid == 0:
-        return ["unshare", "--mount", "--propagation", "private", "sh", "-c", script, hosts]
-    return ["unshare", "--user", "--map-root-user", "--mount", "--propagation", "private", "sh", "-c",
-            script, hosts, "unshare", "--user", f"--map-user={uid}", f"--map-group={gid}"]
+        return ["unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", _NAMESPACE_SCRIPT, hosts]
+    return ["unshare", "--user", "--map-root-user", "--mount", "--uts", "--propagation", "private", "sh", "-c",
+            _NAMESPACE_SCRIPT, hosts, "unshare", "--user", f"--map-user={uid}", f"--map-group={gid}"]
 
 
 def namespaces_work(hosts: Path) -> bool:
     """True if a daemon can be started behind :func:`namespace_prefix` here (a container
     without CAP_SYS_ADMIN or with user namespaces blocked cannot)."""
-    argv = namespace_prefix(str(hosts), os.getuid(), os.getgid()) + ["true"]
+    argv = namespace_prefix(str(hosts), os.getuid(), os.getgid()) + ["true", "-N", "simcluster-probe"]
     try:
         return subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               timeout=10).returncode == 0

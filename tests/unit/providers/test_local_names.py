@@ -36,6 +36,6 @@ def test_hosts_file_has_one_line_per_address_and_no_node_name_twice(tmp_path):
 
 def test_namespace_prefix_keeps_the_user_when_rootless():
     root = names.namespace_prefix("/s/etc/hosts", 0, 0)
-    assert root[:2] == ["unshare", "--mount"] and "--user" not in root and root[-1] == "/s/etc/hosts"
+    assert root[:3] == ["unshare", "--mount", "--uts"] and "--user" not in root and root[-1] == "/s/etc/hosts"
     user = names.namespace_prefix("/s/etc/hosts", 1001, 1002)
     assert user[-4:] == ["unshare", "--user", "--map-user=1001", "--map-group=1002"]
