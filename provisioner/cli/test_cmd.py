@@ -18,7 +18,8 @@ from provisioner.errors import UsageError
 @click.command("test")
 @click.option("--name", "-n", default="simtest", show_default=True, metavar="NAME",
               help="Name of the throwaway cluster (must not exist yet).")
-@spec_options(("nodes", "gpus", "fake_gpus", "cpus", "memory", "config_path", "backend", "image", "accounting"))
+@spec_options(("nodes", "gpus", "fake_gpus", "cpus", "memory", "config_path", "backend", "image", "privileged",
+               "accounting", "fast_failure", "slurm", "wait"))
 @verify_options
 @click.option("--keep-on-failure", is_flag=True, help="When a check fails, keep the cluster running to debug it.")
 @click.option("--logs-dir", default=None, metavar="DIR",
@@ -31,6 +32,7 @@ def command(name, suite, as_json, junit, timeout, keep_on_failure, logs_dir, **o
     Examples (CI):
       simcluster test --nodes 2 --fake-gpus 2 --junit verify.xml
       simcluster test --suite basic --keep-on-failure
+      simcluster test --backend docker --slurm 24.11   # containers, another Slurm release
       simcluster test --backend docker --fake-gpus 2   # containers; training suites
                                                        # need 'simcluster image build --train'
     On failure the job outputs and daemon logs are copied to --logs-dir (or, with
