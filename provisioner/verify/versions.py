@@ -95,7 +95,10 @@ def check_gpus_per_task(ctx: VerifyContext) -> Outcome:
     node_gpus = {}
     for node, g in bound.values():
         node_gpus.setdefault(node, set()).add(g)
-    want_none = {t: (node, ",".join(sorted(node_gpus.get(node, ())))) if gpu_bind_none_shows_all(release)
+    # 22.05 leaves CUDA_VISIBLE_DEVICES unset, except where the step holds a single GPU on
+    # the node: then it names that one (seen with one fake GPU per container node).
+    want_none = {t: (node, ",".join(sorted(node_gpus.get(node, ()))))
+                 if gpu_bind_none_shows_all(release) or len(node_gpus.get(node, ())) == 1
                  else (node, "empty") for t, (node, _) in bound.items()}
     # Without machines of their own (local backend) simcluster's TaskProlog sets each step's
     # CUDA_VISIBLE_DEVICES from SLURM_STEP_GPUS to physical ids, so --gpu-bind=none shows
