@@ -252,7 +252,7 @@ def check_mpi(ctx: VerifyContext) -> Outcome:
         "PARTITION_LINE": partition_line(part)})
     job = ctx.submit(check, script, [f"--nodelist={','.join(nodes)}"], name="mpi.sh")
     hint = ("the nodes need libpmix-dev, openmpi-bin and python3-mpi4py (make setup; "
-            "simcluster image build for containers)")
+            "simcluster image build for containers; simcluster deploy installs them)")
     try:
         ctx.wait_ok(job, ctx.limit(90))
     except JobError as exc:
@@ -267,6 +267,8 @@ def check_mpi(ctx: VerifyContext) -> Outcome:
         # cluster fault: no srun MPI type can start Debian's Open MPI 5+ without it.
         raise CheckSkipped(f"{nopmix.strip()} has no mpi_pmix plugin (srun --mpi=list: {offered}) and "
                            "Open MPI 5+ needs PMIx: use mpirun in the allocation (docs/slurm-versions.md)")
+    if any(line.startswith("NOMPI4PY ") for line in text.splitlines()):
+        raise CheckSkipped(f"Open MPI or python3's mpi4py is not installed on the nodes: {hint}")
     ranks = lines_with(text, "MPI")
     size = 2 * per_node
     want = str(size * (size + 1) // 2)

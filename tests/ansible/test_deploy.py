@@ -142,7 +142,7 @@ def test_second_deploy_changes_nothing(deployed, setup):
 def test_status_over_ssh_is_healthy(deployed, setup):
     proc = run_cli(["status", "--ssh", setup["target"], *setup["ssh"]], setup["home"])
     assert proc.returncode == 0, proc.stderr
-    assert f"cluster {setup['name']} (ssh): healthy" in proc.stdout
+    assert f"cluster {setup['name']} (ssh, Slurm 22.05." in proc.stdout and "): healthy" in proc.stdout
     st = json.loads(run_cli(["status", "--ssh", setup["target"], *setup["ssh"], "--json"], setup["home"],
                             check=True).stdout)
     assert st["healthy"] and st["controller"]["responding"] and st["munged"]["alive"]
@@ -212,7 +212,7 @@ def test_host_key_checking_is_on_by_default(deployed, rig, setup, tmp_path):
     # Accepted: it connects and reads the (deployed, healthy) cluster; a refused key would be exit 1 too.
     proc = run_cli(base + ["--insecure-accept-host-key"], setup["home"])
     assert proc.returncode == 0 and "error:" not in proc.stderr, proc.stderr
-    assert f"cluster {setup['name']} (ssh): healthy" in proc.stdout
+    assert f"cluster {setup['name']} (ssh, Slurm 22.05." in proc.stdout and "): healthy" in proc.stdout
 
 
 def test_bad_inventory_is_exit_2(setup, tmp_path):

@@ -17,7 +17,7 @@ def test_docker_nodes_resolve_like_hosts_and_run_mpi(docker_cluster, sim_home):
     shared = sim_home / name / "shared"
     (shared / "lookups.py").write_text(LOOKUPS)
     out = run_cli(["exec", "--name", name, "--", "srun", "-N2", "--ntasks-per-node=1", "python3",
-                   "/shared/lookups.py", "24001"], sim_home, check=True).stdout
+                   "/shared/lookups.py", "24001", "localhost"], sim_home, check=True).stdout
     results = {r["node"]: r for r in map(json.loads, out.splitlines())}
     addr1, addr2 = results["node1"]["own"], results["node2"]["own"]
     assert addr1 != addr2
@@ -26,6 +26,7 @@ def test_docker_nodes_resolve_like_hosts_and_run_mpi(docker_cluster, sim_home):
         assert r[r["own"]]["any"] == [r["own"]] and r["127.0.0.1"]["any"] == ["127.0.0.1"], r
         assert r["node2"]["v6mapped"] == [f"::ffff:{addr2}"], r
         assert r["bound"] == [r["own"]], r
+        assert r["hostname"] == r["node"], r  # a container is a host of its own
 
     shutil.copytree(REPO / "examples" / "mpi", shared / "mpi")
     sub = run_cli(["exec", "--name", name, "--", "bash", "-c", "cd /shared/mpi && sbatch --wait --parsable run.slurm"],

@@ -27,6 +27,9 @@ from provisioner.errors import PrerequisiteError, SimclusterError, UsageError
 DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa")
 
 
+# Command channels open at once on one SSH connection (SFTP takes one more).
+MAX_CHANNELS = 6
+
 class RemoteError(SimclusterError):
     """An SSH connection or remote command failed (exit 1)."""
 
@@ -99,6 +102,10 @@ class SSHSession:
         # One SFTP channel serves every thread (verify runs checks side by side); its
         # requests are not meant to interleave, so they take turns.
         self._sftp_lock = threading.Lock()
+        # sshd refuses more than MaxSessions (OpenSSH's default: 10) channels at once on one
+        # connection ("open failed: Connect failed"); verify's checks side by side plus the
+        # SFTP channel went past it. Commands take turns beyond this many.
+        self._channels = threading.BoundedSemaphore(MAX_CHANNELS)
 
     # -- connecting -------------------------------------------------------------------------
     def _tried(self) -> str:
@@ -179,8 +186,14 @@ class SSHSession:
         """Run a shell command line on the host. Never raises for the command's sake: past
         ``timeout`` it is rc 124, a connection lost on the way rc 255 (as ssh(1) says it)."""
         assert self._client is not None, "connect() first"
+        with self._channels:
+            return self._run_shell(command, timeout, stdin)
+
+    def _run_shell(self, command: str, timeout: float, stdin: Optional[str]) -> Result:
+        channel = None
         try:
             chan_in, out, err = self._client.exec_command(command, timeout=timeout)
+            channel = out.channel
             if stdin is not None:
                 chan_in.write(stdin)
             chan_in.channel.shutdown_write()
@@ -192,6 +205,9 @@ class SSHSession:
                           f"'{command[:60]}' on {self.target.host} did not finish within {timeout:.0f}s")
         except (_paramiko().SSHException, EOFError, OSError) as exc:
             return Result([command], 255, "", f"SSH to {self.target.host} failed: {exc}")
+        finally:
+            if channel is not None:
+                channel.close()  # now, not when garbage-collected: sshd counts it until then
         return Result([command], rc, stdout, stderr)
 
     def _sftp_client(self):
