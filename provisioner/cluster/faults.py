@@ -133,6 +133,19 @@ def _undo_slurm_drains(c: Cluster) -> List[str]:
     return [f"undrained {n} (Slurm drained it: {why})" for n, why in done.items()]
 
 
+def _wait_usable(c: Cluster, progress: Callable[[str], None], timeout: float, undrained: set) -> None:
+    """Return once every node answers slurmctld and the nodes heal undrained take jobs: a
+    node resumed from SIGSTOP or just undrained shows `idle*` until slurmctld's next ping,
+    and a caller that submits right after the heal should find the cluster as it was.
+    (A drain someone else set stays; such a node only has to answer.)"""
+    from provisioner.cluster import steps
+    up = steps.UpRun(c, progress, min(timeout, 60.0))
+    t0 = time.monotonic()
+    steps.wait_nodes_ready(up, lambda s: steps.responding(s) and (s.name not in undrained or s.ready),
+                           "answering slurmctld and schedulable")
+    progress(f" - waiting for {len(c.node_names)} nodes to take jobs ... done ({time.monotonic() - t0:.2f}s)")
+
+
 def heal(c: Cluster, progress: Callable[[str], None], timeout: float) -> str:
     """Undo every fault still in effect, and restart any dead daemon (the repair path)."""
     from provisioner.cluster.repair import repair
@@ -150,6 +163,8 @@ def heal(c: Cluster, progress: Callable[[str], None], timeout: float) -> str:
     c.state.faults = [f for f in c.state.faults if f.get("what") != "drain"]
     c.state.save()
     undone += _undo_slurm_drains(c)
+    if undone:
+        _wait_usable(c, progress, timeout, {w.split()[1] for w in undone if w.startswith("undrained ")})
     if not undone:
         return f"cluster '{c.name}': nothing to heal (no fault in effect, every daemon runs)"
     return f"cluster '{c.name}' healed: " + "; ".join(undone)
