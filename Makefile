@@ -9,7 +9,7 @@ SIMCLUSTER := $(VENV)/bin/simcluster
 # verify's basic.mpi runs Debian's mpi4py over its Open MPI with the system python3.
 APT_PACKAGES := slurmctld slurmd slurm-client munge libnss-wrapper python3-venv procps \
 	slurmdbd mariadb-server-core mariadb-client-core \
-	libpmix-dev openmpi-bin python3-mpi4py
+	libpmix-dev openmpi-bin python3-mpi4py tini
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 DEMO_NAME ?= demo
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from provisioner.paths import ClusterLayout
 from provisioner.render import RenderInputs
@@ -70,3 +70,6 @@ class Placement:
     install_hint: str = ""  # how to get the training stack where jobs run
     # Put before `slurmd ...` (the local backend's private /etc/hosts per slurmd); empty: none.
     slurmd_prefix: Tuple[str, ...] = ()
+    # The slurmd's own pid from the pid the runner started (the prefix forks: a PID
+    # namespace per node); None: the same pid.
+    slurmd_pid: Optional[Callable[[int], int]] = None

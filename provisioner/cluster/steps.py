@@ -121,7 +121,7 @@ def start_slurmds(up: UpRun, nodes: Optional[List[str]] = None) -> None:
     c = up.cluster
     on_each_machine(c, c.node_names if nodes is None else nodes,
                     lambda node: daemons.start(c, f"slurmd:{node}", daemons.slurmd_argv(c, node),
-                                               env=daemons.SLURMD_ENV))
+                                               env=daemons.slurmd_env(c, node), own_pid=c.placement.slurmd_pid))
 
 
 def responding(state: NodeState) -> bool:

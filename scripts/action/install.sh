@@ -17,7 +17,7 @@ accounting="$(input_bool ACCOUNTING false)"
 # them in containers built from the node image, so the runner needs only the engine.
 packages=(python3-venv)
 if [ "$backend" = local ]; then
-  packages+=(slurmctld slurmd slurm-client munge libnss-wrapper)
+  packages+=(slurmctld slurmd slurm-client munge libnss-wrapper tini)
   if [ "$accounting" = true ]; then packages+=(slurmdbd mariadb-server-core mariadb-client-core); fi
 fi
 missing=()

@@ -196,15 +196,17 @@ def test_down_stops_daemons_and_running_jobs(make_cluster, tmp_path):
     assert "removed" in down.stdout
     assert not root.exists()
     assert daemons_under(root) == []
-    # Job tasks carry the cluster marker (set by the TaskProlog): none may survive.
-    marker = f"SIMCLUSTER_STATE_DIR={root}".encode()
+    # Job tasks carry the cluster marker (set by the TaskProlog, where there is one) and the
+    # cluster's SLURM_CONF (from the submitting environment): none may survive.
+    markers = (f"SIMCLUSTER_STATE_DIR={root}\0".encode(), f"SLURM_CONF={root}/etc/slurm.conf\0".encode())
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:
             env = Path(f"/proc/{pid}/environ").read_bytes()
             stat = Path(f"/proc/{pid}/stat").read_text()
         except OSError:
             continue
-        assert not (marker in env and stat.rsplit(")", 1)[1].split()[0] not in "ZX"), f"pid {pid} survived down"
+        alive = stat.rsplit(")", 1)[1].split()[0] not in "ZX"
+        assert not (any(m in env for m in markers) and alive), f"pid {pid} survived down"
 
 
 def test_readiness_timeout_names_the_stuck_node(sim_home):

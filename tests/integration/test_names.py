@@ -9,9 +9,11 @@ from the submit host at the node's address.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
+import shutil
 import socket
 import textwrap
 
@@ -116,3 +118,71 @@ def test_server_in_a_job_is_reached_from_another_node_and_from_the_submit_host(m
     out = (tmp_path / "serve.out").read_text()
     assert state == "COMPLETED", out
     assert "hello node2 from node1" in out and "served node2" in out and "served submit-host" in out, out
+
+
+def _pid_ns(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return ""
+
+
+def _status(pid: int) -> dict:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return dict(line.split(":", 1) for line in f if ":" in line)
+    except OSError:
+        return {}
+
+
+def test_each_node_has_a_process_table_and_spool_of_its_own(make_cluster, tmp_path):
+    """With tini at hand each slurmd runs in a PID namespace of its own (names.py): a job
+    sees its node's processes only, under tini as pid 1; the stepds slurmd leaves behind are
+    reaped (no zombies pile up after many jobs); the spool directory is the node's tmpfs;
+    and when the node's slurmd dies, its jobs die with it, as on a node that goes down."""
+    from provisioner.providers.local import names
+    if not names.pid_init():
+        pytest.skip("tini is not installed (apt install tini): nodes share the host's process table")
+    c = make_cluster("--nodes", "2")
+    state = json.loads((c.root / "state.json").read_text())
+    assert state["provider_data"]["pid_namespace"] is True, state["provider_data"]
+    slurmd = {n: state["pids"][f"slurmd:{n}"] for n in ("node1", "node2")}
+    assert all(_status(p).get("Name", "").strip() == "slurmd" for p in slurmd.values()), slurmd
+    assert _pid_ns(slurmd["node1"]) != _pid_ns(slurmd["node2"]) != _pid_ns(os.getpid())
+
+    probe = ("echo pid1=$(cat /proc/1/comm); echo procs=$(ps -e -o comm= | sort | tr '\\n' ,); "
+             "echo spool=$(awk '$1 == \"simcluster-spool\" {print $2}' /proc/mounts)")
+    out = c.run(["srun", "-N2", "--ntasks-per-node=1", "-l", "sh", "-c", probe]).stdout
+    for rank, node in (("0", "node1"), ("1", "node2")):
+        lines = dict(line.split(": ", 1)[1].split("=", 1) for line in out.splitlines() if line.startswith(rank + ": "))
+        assert lines["pid1"] == "tini", out
+        procs = lines["procs"].split(",")
+        assert procs.count("slurmd") == 1 and "slurmctld" not in procs and "munged" not in procs, out
+        assert lines["spool"] == str(c.root / "spool" / node), out
+
+    # No TaskProlog where nothing needs one (no GPUs here or in the spec, Debian's Open MPI or
+    # none): Open MPI in jobs still gets the loopback settings, from the node's parameter file.
+    if not glob.glob("/dev/nvidia[0-9]*") and not names.foreign_openmpi():
+        assert "TaskProlog=" not in c.slurm_conf.read_text()
+    if shutil.which("ompi_info") and names.openmpi_params():
+        info = c.run(["srun", "-N1", "-w", "node2", "ompi_info", "--parsable", "--param", "btl", "tcp",
+                      "--level", "9"]).stdout
+        assert "mca:btl:tcp:param:btl_tcp_if_include:value:lo" in info.splitlines(), info
+
+    # 20 jobs on node1: each leaves a slurmstepd that slurmd double-forked; tini reaps them.
+    c.run(["sbatch", "--wait", "-w", "node1", "--array=0-19", "-o", "/dev/null", "--wrap", "true"], timeout=120)
+    ns = _pid_ns(slurmd["node1"])
+    in_node = [p for p in map(int, filter(str.isdigit, os.listdir("/proc"))) if _pid_ns(p) == ns]
+    zombies = [p for p in in_node if _status(p).get("State", "").strip().startswith("Z")]
+    assert in_node and not zombies, (in_node, zombies)
+
+    # A job on node2 ends when node2's slurmd is killed: its processes leave with the namespace.
+    job = c.run(["sbatch", "--parsable", "-w", "node2", "-o", "/dev/null", "--wrap", "exec sleep 300"]).stdout.strip()
+    ns2 = _pid_ns(slurmd["node2"])
+
+    def sleepers():
+        return [p for p in map(int, filter(str.isdigit, os.listdir("/proc")))
+                if _pid_ns(p) == ns2 and _status(p).get("Name", "").strip() == "sleep"]
+    wait_for(f"job {job}'s sleep to start on node2", sleepers, timeout=60, poll=0.1)
+    os.kill(slurmd["node2"], 9)
+    wait_for("the node's processes to end with its slurmd", lambda: not sleepers(), timeout=30, poll=0.1)

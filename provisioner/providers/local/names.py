@@ -12,6 +12,10 @@ names with glibc itself, exactly as on separate hosts: a name gives its address 
 numeric address gives itself once, and an IPv6 lookup with AI_V4MAPPED (torch's TCPStore
 client asks that first, and retries until its timeout if it fails) gives ::ffff:<addr>.
 
+With tini at hand each slurmd also gets a PID namespace (its node's own process table,
+with tini as pid 1) and its spool directory becomes a tmpfs of that namespace; see
+namespace_prefix.
+
 Where namespaces are refused (some containers), the older way remains: libnss_wrapper,
 preloaded into every task by the TaskProlog. It cannot map IPv4 to IPv6, so the file then
 carries ::ffff: lines too, and an unspecified-family lookup of a node name returns both
@@ -22,7 +26,9 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import subprocess
+import time
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -106,30 +112,147 @@ def hosts_file(node_addrs: Dict[str, str], system_hosts: Path = Path("/etc/hosts
 _NAMESPACE_SCRIPT = ('mount --bind "$0" /etc/hosts || exit 1; '
                      'prev=; for a in "$@"; do [ "$prev" = -N ] && { hostname "$a" || exit 1; }; prev=$a; done; '
                      'exec "$@"')
+# With a PID namespace (the node's processes live only as long as it), two more things
+# before the exec: "$1" (when not empty) is the cluster's spool directory, and the node's
+# part of it, <$1>/<node>, becomes a tmpfs, as many clusters keep /var/spool/slurmd in
+# memory: every job step writes there (its batch script, socket, topology file; slurmd
+# rewrites its ~30 KB credential state per launch), and nothing there outlives the node's
+# processes. "$2", where that file and Open MPI's system-wide parameter file
+# (OPENMPI_PARAMS) both exist, is bind-mounted over the latter, so MPI between the virtual nodes of one host takes its loopback
+# settings from there rather than from a TaskProlog (openmpi_params).
+_NAMESPACE_PID_SCRIPT = ('mount --bind "$0" /etc/hosts || exit 1; spool=$1; ompi=$2; shift 2; '
+                         'prev=; for a in "$@"; do [ "$prev" = -N ] && { hostname "$a" || exit 1; '
+                         '[ -z "$spool" ] || mount -t tmpfs -o mode=0755 simcluster-spool "$spool/$a" || exit 1; }; '
+                         'prev=$a; done; '
+                         'if [ -f "$ompi" ] && [ -f /etc/openmpi/openmpi-mca-params.conf ]; then '
+                         'mount --bind "$ompi" /etc/openmpi/openmpi-mca-params.conf || exit 1; fi; '
+                         'exec "$@"')
+OPENMPI_PARAMS = "/etc/openmpi/openmpi-mca-params.conf"  # Debian's Open MPI (sysconfdir /etc/openmpi)
+# What nodes of one host need (the TaskProlog's comment says why); the keys are taken out
+# of the system's own file, the rest of it is kept.
+OPENMPI_LOOPBACK = {"btl_tcp_if_include": "lo", "btl": "self,tcp"}
 
 
-def namespace_prefix(hosts: str, uid: int, gid: int) -> List[str]:
+def openmpi_params(system: Path = Path(OPENMPI_PARAMS)) -> Optional[str]:
+    """Open MPI's system-wide parameter file for the nodes: the host's, with the loopback
+    settings, or None where Debian's Open MPI is not installed. A job's own settings
+    (OMPI_MCA_* variables, mpirun --mca) still win over the file."""
+    try:
+        text = system.read_text()
+    except OSError:
+        return None
+    kept = [line for line in text.splitlines()
+            if line.split("#", 1)[0].split("=", 1)[0].strip() not in OPENMPI_LOOPBACK]
+    kept += ["", "# simcluster: Open MPI between the virtual nodes of one host (the local backend) goes over",
+             "# loopback TCP; its default skips loopback and a job across nodes hangs."]
+    kept += [f"{k} = {v}" for k, v in OPENMPI_LOOPBACK.items()]
+    return "\n".join(kept) + "\n"
+
+
+def foreign_openmpi() -> Optional[str]:
+    """An Open MPI on PATH whose parameter file is not Debian's (a build in /opt, a conda
+    environment): its mpirun's path, or None. OPENMPI_PARAMS does not reach it."""
+    found = shutil.which("ompi_info")
+    if not found:
+        return None
+    real = os.path.realpath(found)
+    return None if real.startswith("/usr/bin/") and os.path.exists(OPENMPI_PARAMS) else real
+
+
+# Programs that can be a PID namespace's init: tini (Debian's `tini` package; docker.io
+# ships the same program as docker-init). Its only jobs are reaping and passing signals on.
+PID_INITS = ("tini", "tini-static", "docker-init")
+
+
+def pid_init() -> Optional[str]:
+    """The path of a tini on this host, or None."""
+    for name in PID_INITS:
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+def namespace_prefix(hosts: str, uid: int, gid: int, init: Optional[str] = None,
+                     spool: Optional[str] = None, ompi: Optional[str] = None) -> List[str]:
     """The argv prefix that starts a daemon in mount and UTS namespaces of its own where
     ``hosts`` is /etc/hosts and the host name is the node's (the value after ``-N`` in the
     daemon's argv), as on a host of its own: `hostname` in a job prints node1, and tools
     that find "am I that host?" by comparing names (torchrun's c10d rendezvous decides so
-    which node serves the store) answer as on a real cluster. The daemon keeps its pid
-    (unshare and sh exec, they do not fork).
+    which node serves the store) answer as on a real cluster.
 
-    As root one `unshare --mount --uts` does it. Rootless, only a user namespace grants the
-    right to mount: the outer one maps the user to root to mount, the inner one maps the
-    user back to itself, so slurmd and its jobs run as the user, as they would without it.
+    With ``init`` (a tini), the daemon also gets a PID namespace of its own, with its own
+    /proc, and ``init`` as its pid 1: the node's processes (slurmd, its slurmstepd, the
+    jobs) see only each other, as on a host of their own. That is also what makes many
+    small jobs cheap: proctrack/linuxproc reads /proc/<pid>/stat of every process it can
+    see several times per job step, and it now sees the node's few processes instead of
+    the whole host's (docs/benchmarks-throughput.md). The init is needed because slurmd
+    never reaps the slurmstepd it double-forks: as pid 1 itself it would collect zombies.
+    The node's processes end with the namespace: when its slurmd exits, tini exits with
+    it and the kernel kills every process left in the namespace, as a node that goes down
+    takes its jobs with it. The daemon's pid is then tini's child's, not the one `unshare`
+    gets (:func:`daemon_pid` finds it). With ``spool`` too, the node's spool directory
+    (``spool``/<node>) is a tmpfs of the namespace, and with ``ompi`` (a file) that file is
+    the node's Open MPI parameter file (see _NAMESPACE_PID_SCRIPT). Without
+    ``init`` the daemon keeps the pid it was started with (unshare and sh exec, they do
+    not fork), and its spool directory stays on disk, where a restarted slurmd finds the
+    job steps that outlived the old one.
+
+    As root one `unshare` does it. Rootless, only a user namespace grants the right to
+    mount: the outer one maps the user to root to mount, the inner one maps the user back
+    to itself, so slurmd and its jobs run as the user, as they would without it.
     """
+    pid_ns = ["--pid", "--fork", "--kill-child", "--mount-proc"] if init else []
+    script = [init, "--", "sh", "-c", _NAMESPACE_PID_SCRIPT, hosts, spool or "", ompi or ""] if init else \
+        ["sh", "-c", _NAMESPACE_SCRIPT, hosts]
     if uid == 0:
-        return ["unshare", "--mount", "--uts", "--propagation", "private", "sh", "-c", _NAMESPACE_SCRIPT, hosts]
-    return ["unshare", "--user", "--map-root-user", "--mount", "--uts", "--propagation", "private", "sh", "-c",
-            _NAMESPACE_SCRIPT, hosts, "unshare", "--user", f"--map-user={uid}", f"--map-group={gid}"]
+        return ["unshare", "--mount", "--uts", *pid_ns, "--propagation", "private", *script]
+    return ["unshare", "--user", "--map-root-user", "--mount", "--uts", *pid_ns, "--propagation", "private",
+            *script, "unshare", "--user", f"--map-user={uid}", f"--map-group={gid}"]
 
 
-def namespaces_work(hosts: Path) -> bool:
+def _children(pid: int) -> List[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _argv0(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return os.path.basename(f.read().split(b"\0", 1)[0].decode(errors="replace"))
+    except OSError:
+        return ""
+
+
+def daemon_pid(started: int, program: str, timeout: float = 10.0) -> int:
+    """The pid of ``program`` started behind a PID-namespace prefix whose first process
+    (`unshare`) has pid ``started``: the first descendant that runs ``program`` (tini's
+    child, once sh has exec'd it). ``started`` itself when the chain died or took longer
+    than ``timeout``: the caller's liveness checks then see the failure and its log."""
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        frontier, seen = [started], 0
+        while frontier and seen < 16:
+            pid = frontier.pop(0)
+            if pid != started and _argv0(pid) == program:
+                return pid
+            frontier.extend(_children(pid))
+            seen += 1
+        if time.monotonic() > deadline or not os.path.exists(f"/proc/{started}"):
+            return started
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
+
+
+def namespaces_work(hosts: Path, init: Optional[str] = None) -> bool:
     """True if a daemon can be started behind :func:`namespace_prefix` here (a container
-    without CAP_SYS_ADMIN or with user namespaces blocked cannot)."""
-    argv = namespace_prefix(str(hosts), os.getuid(), os.getgid()) + ["true", "-N", "simcluster-probe"]
+    without CAP_SYS_ADMIN or with user namespaces blocked cannot; one may allow mount
+    namespaces but refuse a PID namespace or mounting /proc)."""
+    argv = namespace_prefix(str(hosts), os.getuid(), os.getgid(), init) + ["true", "-N", "simcluster-probe"]
     try:
         return subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               timeout=10).returncode == 0

@@ -85,6 +85,15 @@ def name_resolver() -> Tuple[str, Optional[str]]:
     return names.NSS_WRAPPER, find_nss_wrapper()
 
 
+def pid_namespaces_work() -> bool:
+    """Can each slurmd get a PID namespace of its own here (names.namespace_prefix)? Needs
+    tini (Debian package `tini`) and a kernel that lets us make the namespace and mount
+    its /proc. Where not, nodes share the host's process table, as before."""
+    from provisioner.providers.local import names
+    init = names.pid_init()
+    return bool(init) and names.namespaces_work(Path("/etc/hosts"), init)
+
+
 def run_preflight(spec: ClusterSpec, layout: ClusterLayout) -> Tuple[str, Optional[str]]:
     """Run every check; return the name resolver to use (see name_resolver)."""
     require_binaries()

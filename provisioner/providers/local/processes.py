@@ -3,7 +3,9 @@
 Every process of a cluster is recognisable: daemons carry the cluster directory in their
 command line and in SIMCLUSTER_STATE_DIR, slurmstepd inherits it from slurmd, and job
 tasks get it from the TaskProlog. `down` sweeps /proc for that marker, so no job or
-stepd outlives its cluster.
+stepd outlives its cluster. Where each node has a PID namespace of its own (names.py),
+its processes are also the namespace's: they end with its init, whose command line
+names the cluster, and a node's processes are found by their namespace.
 """
 
 from __future__ import annotations
@@ -92,10 +94,41 @@ def _unix_socket_paths(prefix: str) -> dict:
     return found
 
 
+def _pid_namespace(pid: int) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/pid")
+    except OSError:
+        return ""
+
+
+def _namespace_pid(pid: int) -> int:
+    """``pid``'s number in its own (innermost) PID namespace; 0 if unknown."""
+    for line in _read(f"/proc/{pid}/status").decode(errors="replace").splitlines():
+        if line.startswith("NSpid:"):
+            return int(line.split()[-1])
+    return 0
+
+
+def namespace_pids(slurmd_pid: int) -> List[int]:
+    """Every process in the PID namespace of ``slurmd_pid`` but its init (tini): the node's
+    slurmd, slurmstepd and job tasks; [] when that slurmd runs in this process's own
+    namespace (no namespace per node) or is gone."""
+    ns = _pid_namespace(slurmd_pid) if slurmd_pid else ""
+    if not ns or ns == _pid_namespace(os.getpid()):
+        return []
+    found = [int(e) for e in os.listdir("/proc") if e.isdigit() and _pid_namespace(int(e)) == ns]
+    return sorted(p for p in found if _namespace_pid(p) != 1 and pid_alive(p))
+
+
 def node_pids(root: Path, node: str, slurmd_pid: int = 0) -> List[int]:
     """The processes of virtual node ``node`` of the cluster in ``root``: its slurmd, the
     slurmstepd that listen on a socket in the node's spool directory (slurmstepd carries
-    no node name, and is re-parented to init), and job tasks (SLURMD_NODENAME=<node>)."""
+    no node name, and is re-parented to init), and job tasks (SLURMD_NODENAME=<node>).
+    Where the node has a PID namespace of its own, they are the namespace's processes
+    (tasks then may carry no marker: no TaskProlog exports it)."""
+    in_namespace = namespace_pids(slurmd_pid)
+    if in_namespace:
+        return in_namespace
     marker = f"{MARKER_VAR}={root}".encode()
     node_env = f"SLURMD_NODENAME={node}".encode()
     sockets = _unix_socket_paths(f"{root}/spool/{node}/")

@@ -10,6 +10,7 @@ shares this host's GPUs).
 
 from __future__ import annotations
 
+import glob
 import os
 import sys
 from pathlib import Path
@@ -27,6 +28,24 @@ from provisioner.providers.local.ports import allocate_ports
 from provisioner.providers.local.processes import cluster_pids, node_pids, terminate
 from provisioner.providers.local import names
 from provisioner.render import RenderInputs
+
+
+OPENMPI_PARAMS_FILE = "openmpi-mca-params.conf"  # in the cluster's etc/
+
+
+def needs_task_prolog(spec: ClusterSpec, pid_namespace: bool) -> bool:
+    """Does this cluster need its TaskProlog? Starting it costs every job step a fork and
+    a shell (~2 ms of CPU, a tenth of what a trivial job costs here), so it is left out
+    where nothing needs it: nodes in PID namespaces (the node's processes are found by
+    their namespace, not by the marker the prolog exports), no GPUs in the spec (nothing
+    to map) nor on the host (nothing to hide from jobs), and Open MPI, if any, Debian's,
+    whose parameter file the nodes mount with the loopback settings (names.openmpi_params).
+    """
+    if not pid_namespace or spec.fake_gpus or any(n.gpus for n in spec.nodes):
+        return True
+    if glob.glob("/dev/nvidia[0-9]*") or names.foreign_openmpi():
+        return True
+    return False
 
 
 def host_runner() -> HostRunner:
@@ -63,6 +82,10 @@ class LocalProvider(Provider):
         # allowed; libnss_wrapper (less faithful, see names.py) where they are not.
         resolver, state.nss_wrapper_lib = self._resolver or preflight.name_resolver()
         state.provider_data["resolver"] = resolver
+        # And a PID namespace per node where tini is at hand and the kernel allows it.
+        pid_ns = resolver == names.NAMESPACE and preflight.pid_namespaces_work()
+        state.provider_data["pid_namespace"] = pid_ns
+        state.provider_data["task_prolog"] = needs_task_prolog(spec, pid_ns)
         with port_lock():
             taken = [names.block_of(st.provider_data.get("node_addrs", {})) for st in all_states()
                      if st.name != spec.name]
@@ -90,19 +113,33 @@ class LocalProvider(Provider):
         # Clusters made before nodes had addresses of their own: all on 127.0.0.1, nss_wrapper.
         addrs = state.provider_data.get("node_addrs", {})
         in_namespace = state.provider_data.get("resolver") == names.NAMESPACE
+        node_addrs = {n.name: addrs.get(n.name, "127.0.0.1") for n in spec.nodes}
+        # A cluster made with PID namespaces keeps them; if tini has gone since, its nodes
+        # start without one (jobs still run, only process scans cost more).
+        init = names.pid_init() if in_namespace and state.provider_data.get("pid_namespace") else None
+        # The Open MPI parameter file is written with the configs where the host has Debian's
+        # Open MPI; the nodes mount it where both exist.
+        prefix = names.namespace_prefix(str(layout.hosts_file), os.getuid(), os.getgid(), init, str(layout.spool),
+                                        str(layout.etc / OPENMPI_PARAMS_FILE)) if in_namespace else []
+        extra_files = {"hosts": names.hosts_file(node_addrs, ipv6_mapped=not in_namespace)}
+        ompi_params = names.openmpi_params() if init else None
+        if ompi_params:
+            extra_files[OPENMPI_PARAMS_FILE] = ompi_params
+        # Clusters made before this choice was recorded keep their TaskProlog.
+        task_prolog = init is None or state.provider_data.get("task_prolog", True)
         render = RenderInputs(layout=layout, hostname=state.hostname, slurm_user=state.user,
                               controller_port=state.controller_port, node_ports=state.node_ports,
                               node_addrs=addrs, nss_wrapper_lib=None if in_namespace else state.nss_wrapper_lib,
-                              host_cpus=len(os.sched_getaffinity(0)))
-        node_addrs = {n.name: addrs.get(n.name, "127.0.0.1") for n in spec.nodes}
-        prefix = names.namespace_prefix(str(layout.hosts_file), os.getuid(), os.getgid()) if in_namespace else []
+                              host_cpus=len(os.sched_getaffinity(0)),
+                              extra_context={} if task_prolog else {"task_prolog": ""})
         return Placement(
             paths=NodePaths.of_layout(layout), render=render, daemon_user=state.user, munged_on=[CONTROLLER],
             config_dir=layout.etc, job_root=layout.root, job_root_in_cluster=str(layout.root),
             # Jobs run on this same host: the python running simcluster (its venv) is theirs.
             python_bin=str(Path(sys.executable).parent), gpus_renumbered=False,
-            extra_files={"hosts": names.hosts_file(node_addrs, ipv6_mapped=not in_namespace)},
+            extra_files=extra_files, skip_files=() if task_prolog else ("task_prolog.sh",),
             slurmd_prefix=tuple(prefix),
+            slurmd_pid=(lambda started: names.daemon_pid(started, "slurmd")) if init else None,
             client_env={"SLURM_CONF": str(layout.slurm_conf), "SIMCLUSTER_CLUSTER": state.name},
             dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
             usage=f'use it: eval "$(simcluster env --name {state.name})"; sinfo',

@@ -3,6 +3,10 @@ are checked in jobs by tests/integration/test_names.py)."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+
 from provisioner.providers.local import names
 from tests.unit.conftest import spec_from
 
@@ -39,3 +43,46 @@ def test_namespace_prefix_keeps_the_user_when_rootless():
     assert root[:3] == ["unshare", "--mount", "--uts"] and "--user" not in root and root[-1] == "/s/etc/hosts"
     user = names.namespace_prefix("/s/etc/hosts", 1001, 1002)
     assert user[-4:] == ["unshare", "--user", "--map-user=1001", "--map-group=1002"]
+
+
+def test_namespace_prefix_with_an_init_adds_a_pid_namespace_and_the_spool_tmpfs():
+    plain = names.namespace_prefix("/s/etc/hosts", 0, 0, spool="/s/spool")
+    assert "--pid" not in plain and "/s/spool" not in plain  # no init: no PID namespace, spool on disk
+    root = names.namespace_prefix("/s/etc/hosts", 0, 0, "/usr/bin/tini", "/s/spool", "/s/etc/ompi.conf")
+    for flag in ("--pid", "--fork", "--kill-child", "--mount-proc"):
+        assert flag in root
+    i = root.index("/usr/bin/tini")
+    assert root[i:i + 3] == ["/usr/bin/tini", "--", "sh"]
+    assert root[-3:] == ["/s/etc/hosts", "/s/spool", "/s/etc/ompi.conf"]
+    assert "tmpfs" in root[i + 4] and names.OPENMPI_PARAMS in root[i + 4]
+    user = names.namespace_prefix("/s/etc/hosts", 1001, 1002, "/usr/bin/tini", "/s/spool")
+    assert "--pid" in user and user[-4:] == ["unshare", "--user", "--map-user=1001", "--map-group=1002"]
+
+
+def test_daemon_pid_finds_the_program_among_the_descendants(tmp_path):
+    # A chain like unshare -> tini -> slurmd: sh -> sh -> sleep.
+    proc = subprocess.Popen(["sh", "-c", "sh -c 'sleep 30; :'; :"], start_new_session=True)
+    try:
+        pid = names.daemon_pid(proc.pid, "sleep", timeout=10)
+        assert pid != proc.pid
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            assert f.read().split(b"\0")[0] == b"sleep"
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+
+
+def test_daemon_pid_gives_the_started_pid_back_when_the_chain_died():
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    assert names.daemon_pid(proc.pid, "slurmd", timeout=1) == proc.pid
+
+
+def test_openmpi_params_keep_the_system_file_and_set_loopback(tmp_path):
+    system = tmp_path / "openmpi-mca-params.conf"
+    assert names.openmpi_params(system) is None  # no Open MPI: nothing to mount
+    system.write_text("# comment\nbtl = ^uct,openib,ofi\npml = ^ucx\nbtl_tcp_if_include=eth0 # site\n")
+    lines = names.openmpi_params(system).splitlines()
+    assert "pml = ^ucx" in lines and "# comment" in lines
+    settings = [l for l in lines if l.split("=")[0].strip() in ("btl", "btl_tcp_if_include")]
+    assert settings == ["btl_tcp_if_include = lo", "btl = self,tcp"]  # the host's own ones are replaced
