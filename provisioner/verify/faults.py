@@ -173,7 +173,7 @@ def check_controller_restart(ctx: VerifyContext) -> Outcome:
                 for k, a in after.items() if not a or a.get("JobName") != names[k]]
     if problems:
         raise CheckFailed("jobs lost or changed by the restart: " + "; ".join(problems))
-    ctx.client.run(["scontrol", "release", held.job_id], timeout=10)
+    _release(ctx, held.job_id, deadline=time.monotonic() + 60)
     for k, j in jobs.items():
         try:
             ctx.wait_ok(j, limit)
@@ -181,6 +181,22 @@ def check_controller_restart(ctx: VerifyContext) -> Outcome:
             raise CheckFailed(f"{k} job: {exc}", output=j.output) from None
     return Outcome(f"slurmctld killed with jobs {', '.join(f'{k} {j.job_id}' for k, j in jobs.items())} in flight; "
                    f"{healed.split(': ', 1)[-1]}; every job kept its id and ended COMPLETED")
+
+
+def _release(ctx: VerifyContext, job_id: str, deadline: float) -> None:
+    """`scontrol release`, again while slurmctld answers "try again in a bit": a restarted
+    slurmctld with accounting refuses to update a job until slurmdbd has given the job
+    its database index ("Job update not available right now, the DB index is being set"),
+    which on a loaded host took longer than the update's own 5-second wait."""
+    delay = 0.5
+    while True:
+        res = ctx.client.run(["scontrol", "release", job_id], timeout=10)
+        if res.ok:
+            return
+        if "try again" not in res.error_line() or time.monotonic() > deadline:
+            raise CheckFailed(f"held job {job_id}: scontrol release failed: {res.error_line()}")
+        time.sleep(delay)
+        delay = min(delay * 2, 5)
 
 
 # -- faults.accounting-outage -------------------------------------------------------------------

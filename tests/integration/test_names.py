@@ -19,6 +19,7 @@ import textwrap
 
 import pytest
 
+from provisioner.providers.local.processes import pid_namespace
 from tests.conftest import wait_for
 from tests.integration.test_local_cluster import wait_job, write_job
 
@@ -120,13 +121,6 @@ def test_server_in_a_job_is_reached_from_another_node_and_from_the_submit_host(m
     assert "hello node2 from node1" in out and "served node2" in out and "served submit-host" in out, out
 
 
-def _pid_ns(pid: int) -> str:
-    try:
-        return os.readlink(f"/proc/{pid}/ns/pid")
-    except OSError:
-        return ""
-
-
 def _status(pid: int) -> dict:
     try:
         with open(f"/proc/{pid}/status") as f:
@@ -148,7 +142,7 @@ def test_each_node_has_a_process_table_and_spool_of_its_own(make_cluster, tmp_pa
     assert state["provider_data"]["pid_namespace"] is True, state["provider_data"]
     slurmd = {n: state["pids"][f"slurmd:{n}"] for n in ("node1", "node2")}
     assert all(_status(p).get("Name", "").strip() == "slurmd" for p in slurmd.values()), slurmd
-    assert _pid_ns(slurmd["node1"]) != _pid_ns(slurmd["node2"]) != _pid_ns(os.getpid())
+    assert pid_namespace(slurmd["node1"]) != pid_namespace(slurmd["node2"]) != pid_namespace(os.getpid())
 
     probe = ("echo pid1=$(cat /proc/1/comm); echo procs=$(ps -e -o comm= | sort | tr '\\n' ,); "
              "echo spool=$(awk '$1 == \"simcluster-spool\" {print $2}' /proc/mounts)")
@@ -171,18 +165,18 @@ def test_each_node_has_a_process_table_and_spool_of_its_own(make_cluster, tmp_pa
 
     # 20 jobs on node1: each leaves a slurmstepd that slurmd double-forked; tini reaps them.
     c.run(["sbatch", "--wait", "-w", "node1", "--array=0-19", "-o", "/dev/null", "--wrap", "true"], timeout=120)
-    ns = _pid_ns(slurmd["node1"])
-    in_node = [p for p in map(int, filter(str.isdigit, os.listdir("/proc"))) if _pid_ns(p) == ns]
+    ns = pid_namespace(slurmd["node1"])
+    in_node = [p for p in map(int, filter(str.isdigit, os.listdir("/proc"))) if pid_namespace(p) == ns]
     zombies = [p for p in in_node if _status(p).get("State", "").strip().startswith("Z")]
     assert in_node and not zombies, (in_node, zombies)
 
     # A job on node2 ends when node2's slurmd is killed: its processes leave with the namespace.
     job = c.run(["sbatch", "--parsable", "-w", "node2", "-o", "/dev/null", "--wrap", "exec sleep 300"]).stdout.strip()
-    ns2 = _pid_ns(slurmd["node2"])
+    ns2 = pid_namespace(slurmd["node2"])
 
     def sleepers():
         return [p for p in map(int, filter(str.isdigit, os.listdir("/proc")))
-                if _pid_ns(p) == ns2 and _status(p).get("Name", "").strip() == "sleep"]
+                if pid_namespace(p) == ns2 and _status(p).get("Name", "").strip() == "sleep"]
     wait_for(f"job {job}'s sleep to start on node2", sleepers, timeout=60, poll=0.1)
     os.kill(slurmd["node2"], 9)
     wait_for("the node's processes to end with its slurmd", lambda: not sleepers(), timeout=30, poll=0.1)

@@ -94,7 +94,7 @@ def _unix_socket_paths(prefix: str) -> dict:
     return found
 
 
-def _pid_namespace(pid: int) -> str:
+def pid_namespace(pid: int) -> str:
     try:
         return os.readlink(f"/proc/{pid}/ns/pid")
     except OSError:
@@ -113,10 +113,10 @@ def namespace_pids(slurmd_pid: int) -> List[int]:
     """Every process in the PID namespace of ``slurmd_pid`` but its init (tini): the node's
     slurmd, slurmstepd and job tasks; [] when that slurmd runs in this process's own
     namespace (no namespace per node) or is gone."""
-    ns = _pid_namespace(slurmd_pid) if slurmd_pid else ""
-    if not ns or ns == _pid_namespace(os.getpid()):
+    ns = pid_namespace(slurmd_pid) if slurmd_pid else ""
+    if not ns or ns == pid_namespace(os.getpid()):
         return []
-    found = [int(e) for e in os.listdir("/proc") if e.isdigit() and _pid_namespace(int(e)) == ns]
+    found = [int(e) for e in os.listdir("/proc") if e.isdigit() and pid_namespace(int(e)) == ns]
     return sorted(p for p in found if _namespace_pid(p) != 1 and pid_alive(p))
 
 
