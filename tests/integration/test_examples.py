@@ -42,6 +42,17 @@ def _final_state(c, job_id: str, timeout: float) -> str:
     return "TIMEOUT (test)"
 
 
+TEARDOWN_ABORT = "terminate called without an active exception"
+
+
+def _result(c, script: str, job_id: str, tmp_path):
+    """(final state, output, expected patterns missing from it) of one example job."""
+    state = _final_state(c, job_id, 300)
+    out_file = tmp_path / f"train_{job_id}.out"
+    out = out_file.read_text() if out_file.exists() else "(no output file)"
+    return state, out, [pat for pat in EXAMPLES[script][1] if not re.search(pat, out)]
+
+
 @pytest.mark.skipif(not _have("torch"), reason="torch missing: pip install -e '.[train]'")
 def test_examples_run_unchanged_with_sbatch(make_cluster, tmp_path):
     c = make_cluster("--nodes", "2", "--fake-gpus", "2")
@@ -53,10 +64,14 @@ def test_examples_run_unchanged_with_sbatch(make_cluster, tmp_path):
     assert "examples/train_ddp.sh" in jobs
     failures = []
     for script, job_id in jobs.items():
-        state = _final_state(c, job_id, 300)
-        out_file = tmp_path / f"train_{job_id}.out"
-        out = out_file.read_text() if out_file.exists() else "(no output file)"
-        missing = [pat for pat in EXAMPLES[script][1] if not re.search(pat, out)]
+        state, out, missing = _result(c, script, job_id, tmp_path)
+        if state != "COMPLETED" and not missing and TEARDOWN_ABORT in out:
+            # torch's gloo teardown race (docs/verify.md): the work is done and printed, then a
+            # rank aborts at exit, about 1 job in 15 on 2 cores. The example is a user's script,
+            # so it keeps its destroy_process_group(); it runs once more, and that run must
+            # pass in full.
+            job_id = c.run(["sbatch", "--parsable", str(REPO / script)], cwd=tmp_path).stdout.strip()
+            state, out, missing = _result(c, script, job_id, tmp_path)
         if state != "COMPLETED" or missing:
             failures.append(f"{script}: job {job_id} {state}, missing {missing}\n{out[-3000:]}")
     assert not failures, "\n\n".join(failures)
