@@ -20,6 +20,10 @@ Both trees are byte-compiled first (python -m compileall), as an installed packa
 lines) are collected too and printed as medians, to show where a difference comes from;
 `up inside` is the time `up` itself reports (lock taken to all idle), so `up` minus it
 is Python start-up, imports, checks before the lock and exit.
+
+--docker-runs N also times `up --backend docker --nodes 2` (each tree builds or reuses its
+node image and starts one cluster first, untimed); --test-runs N times
+`simcluster test --nodes 2 --fake-gpus 2 --suite basic` (up, verify basic, down).
 """
 
 from __future__ import annotations
@@ -114,6 +118,8 @@ def main() -> None:
                     "sizes not named get 3")
     ap.add_argument("--home", default="/tmp/sc-cmp", help="SIMCLUSTER_HOME prefix (-old, -new appended)")
     ap.add_argument("--no-compile", action="store_true", help="do not byte-compile the trees first")
+    ap.add_argument("--docker-runs", type=int, default=0, help="also time docker up of 2 nodes, N runs each [0]")
+    ap.add_argument("--test-runs", type=int, default=0, help="also time test --suite basic, N runs each [0]")
     args = ap.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     runs = {int(k): int(v) for k, v in (p.split(":") for p in args.runs.split(",") if p)}
@@ -147,6 +153,27 @@ def main() -> None:
                     for step, s in steps_of(up.stderr).items():
                         steps.setdefault((t.label, nodes), {}).setdefault(step, []).append(s)
                     log(f"  {nodes:>3} nodes run {i + 1} {t.label}: up {up_s:.2f}s, down {down_s:.2f}s")
+        extra = [("docker up", 2, args.docker_runs, ("up", "--backend", "docker", "--nodes", "2"), True),
+                 ("test basic", 2, args.test_runs, ("test", "--nodes", "2", "--fake-gpus", "2", "--suite", "basic"),
+                  False)]
+        for what, nodes, count, argv, down_after in extra:
+            if count and what == "docker up":
+                for t in (old, new):  # the image and a first start, untimed
+                    t.run("image", "build", timeout=1800)
+                    t.up_names.append(f"cmp-{t.label}-d")
+                    t.run(*argv, "--name", f"cmp-{t.label}-d")
+                    t.run("down", "--name", f"cmp-{t.label}-d")
+            for i in range(count):
+                for t in ((old, new) if i % 2 == 0 else (new, old)):
+                    name = f"cmp-{t.label}-{what.split()[0]}"
+                    t.up_names.append(name)
+                    took, res = t.run(*argv, "--name", name)
+                    if res.returncode != 0:
+                        raise SystemExit(f"{t.label} {what} failed (exit {res.returncode}):\n{res.stderr}{res.stdout}")
+                    if down_after:
+                        t.run("down", "--name", name)
+                    times.setdefault((t.label, what, nodes), []).append(took)
+                    log(f"  {what} run {i + 1} {t.label}: {took:.2f}s")
     finally:
         for t in (old, new):
             for name in dict.fromkeys(t.up_names):
@@ -156,8 +183,8 @@ def main() -> None:
 
     log("\n| command | nodes | runs | old median (min-max) s | new median (min-max) s | new - old (medians) |")
     log("|---|---|---|---|---|---|")
-    for what in ("up", "up inside", "down"):
-        for nodes in sizes:
+    for what in ("up", "up inside", "down", "docker up", "test basic"):
+        for nodes in sorted(set(sizes) | {2}):
             o, n = times.get(("old", what, nodes), []), times.get(("new", what, nodes), [])
             if o and n:
                 diff = statistics.median(n) - statistics.median(o)
