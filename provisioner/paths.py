@@ -7,12 +7,27 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
-# What `up`, `image build` and `deploy` read at run time ships inside the package (also in
-# a wheel installed anywhere): the config templates, the node image's build context and
-# the Ansible playbook.
-DATA_DIR = Path(__file__).resolve().parent / "data"
+# What `up`, `image build` and `deploy` read at run time: the Slurm config templates
+# (configs/templates), the node image's build context (docker/) and the Ansible playbook
+# (ansible/). Their one source is the top level of the checkout; the build (setup.py) puts
+# them into the package as provisioner/data/<same path>, so a wheel installed anywhere
+# needs no checkout. Running from a checkout (the tree itself, an editable install) reads
+# the top-level directories; an installed package reads its own copy.
+RUN_TIME_DIRS = ("ansible", "docker", "configs/templates")
+PACKAGED_DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
+def _data_root() -> Path:
+    """The checkout's top level when this module runs from a checkout, else the package's data/."""
+    if (REPO_ROOT / "pyproject.toml").is_file() and all((REPO_ROOT / d).is_dir() for d in RUN_TIME_DIRS):
+        return REPO_ROOT
+    return PACKAGED_DATA_DIR
+
+
+DATA_DIR = _data_root()
 DOCKER_CONTEXT_DIR = DATA_DIR / "docker"
 PLAYBOOK_DIR = DATA_DIR / "ansible"
+TEMPLATES_DIR = DATA_DIR / "configs" / "templates"
 
 
 def simcluster_home() -> Path:
@@ -25,9 +40,9 @@ def simcluster_home() -> Path:
 
 
 def templates_dir() -> Path:
-    """provisioner/data/templates: the one source of Slurm config text."""
+    """configs/templates: the one source of Slurm config text ($SIMCLUSTER_TEMPLATES overrides)."""
     env = os.environ.get("SIMCLUSTER_TEMPLATES")
-    return Path(env) if env else DATA_DIR / "templates"
+    return Path(env) if env else TEMPLATES_DIR
 
 
 @dataclass(frozen=True)
