@@ -103,16 +103,15 @@ def _shims(bin_dir: Path, real: bool) -> Dict[str, str]:
 def cluster_spec(shape: Shape, name: str):
     """The ClusterSpec of the throwaway cluster: the header's shape, fake GPUs."""
     from provisioner.config import load_spec
+    from provisioner.config.overrides import spec_overrides
     nodes = shape.nodes_max
     if nodes > MAX_NODES:
         raise UsageError(f"--run makes at most {MAX_NODES} nodes; the script asks for {nodes}",
                          "lower #SBATCH --nodes for the dry run")
-    overrides = {"name": name, "nodes": nodes, "cpus": max(shape.cpus_per_node, 1), "backend": "local", "wait": 60}
-    if shape.mem_mb:
-        overrides["memory"] = max(shape.mem_mb, 64)
-    if shape.gpus_per_node:
-        overrides["fakeGpus"] = shape.gpus_per_node * nodes
-    return load_spec(None, overrides)
+    return load_spec(None, spec_overrides(
+        name=name, backend="local", nodes=nodes, cpus=max(shape.cpus_per_node, 1), wait=60,
+        memory=max(shape.mem_mb, 64) if shape.mem_mb else None,
+        fake_gpus=shape.gpus_per_node * nodes if shape.gpus_per_node else None))
 
 
 def dry_run(path: str, text: str, real: bool = False, timeout: float = 120.0,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from provisioner.config.validate import NAME_RE
-from provisioner.errors import UsageError
 
 
 def check_name(ctx, param, value):
@@ -24,15 +23,3 @@ name_option = click.option("--name", "-n", default="default", show_default=True,
 def echo_json(data) -> None:
     import json
     click.echo(json.dumps(data, indent=2, sort_keys=True))
-
-
-def fake_gpus_value(text):
-    """--fake-gpus alone fakes the --gpus list; --fake-gpus K fakes K GPUs (ids 0..K-1)."""
-    if text is None:
-        return None
-    if text == "all":
-        return True
-    if str(text).isdecimal() and int(text) > 0:
-        return int(text)
-    raise UsageError(f"--fake-gpus expects a positive GPU count, got {text!r}",
-                     "use --fake-gpus alone to simulate the --gpus list, or --fake-gpus 2")

@@ -6,10 +6,8 @@ from typing import Dict, Optional
 
 import click
 
-from provisioner.cli.common import fake_gpus_value
-
-# (flags, keyword, click kwargs); the keyword is also the override key of load_spec
-# (camelCase where the YAML spells it so).
+# (flags, keyword, click kwargs); the keyword is the argument of
+# provisioner.config.overrides.spec_overrides (which maps it to the YAML key), except config_path.
 _SPEC_FLAGS = (
     (("--nodes", "-N"), "nodes", dict(type=int, metavar="K", help="Number of virtual nodes  [default: 2]")),
     (("--gpus",), "gpus", dict(metavar="IDS", help="Physical GPU ids given to nodes in order, evenly: '6,7', '0-3'.")),
@@ -56,18 +54,9 @@ def spec_options(only=SPEC_KEYWORDS):
 def load_spec_from_options(name: Optional[str], options: Dict):
     """The ClusterSpec the spec flags describe (the YAML of --config, with the flags over it)."""
     from provisioner.config import load_spec
-    overrides = {"name": name}
-    for key in SPEC_KEYWORDS:
-        if key in ("config_path", "fake_gpus", "fast_failure"):
-            continue
-        if key in options:
-            overrides[key] = options[key]
-    if options.get("fast_failure"):
-        overrides["failureDetection"] = "fast"
-    fake = fake_gpus_value(options.get("fake_gpus"))
-    if fake is not None:
-        overrides["fakeGpus"] = fake
-    return load_spec(options.get("config_path"), overrides)
+    from provisioner.config.overrides import spec_overrides
+    choices = {key: options.get(key) for key in SPEC_KEYWORDS if key != "config_path"}
+    return load_spec(options.get("config_path"), spec_overrides(name=name, **choices))
 
 
 # `status --ssh` and `verify --ssh`: a cluster made by `simcluster deploy`, reached on its controller.

@@ -28,18 +28,24 @@ class BadRequest(Exception):
     """The request is wrong (unknown key, invalid spec) or `up` failed: the test errors with this message."""
 
 
-def gpu_overrides(value: Any) -> Dict[str, Any]:
-    """--simcluster-gpus / gpus=: '6,7' (real ids, as up --gpus), 'fake:K' (up --fake-gpus K)
-    or 'fake:6,7' (the ids 6,7 simulated)."""
+def gpu_choices(value: Any) -> Dict[str, Any]:
+    """--simcluster-gpus / gpus= as `up`'s choices: '6,7' (real ids, as up --gpus), 'fake:K'
+    (up --fake-gpus K) or 'fake:6,7' (the ids 6,7 simulated); None, '' and 'none': no GPUs."""
     if value in (None, "", "none"):
         return {}
     text = str(value).strip()
     if text.startswith("fake:"):
         rest = text[5:]
         if rest.isdecimal():
-            return {"fakeGpus": int(rest)}
-        return {"gpus": rest, "fakeGpus": True}
+            return {"fake_gpus": int(rest)}
+        return {"gpus": rest, "fake_gpus": True}
     return {"gpus": text}
+
+
+def gpu_overrides(value: Any) -> Dict[str, Any]:
+    """The spec keys (gpus, fakeGpus) of a gpus= value (see gpu_choices)."""
+    from provisioner.config.overrides import spec_overrides
+    return spec_overrides(**gpu_choices(value))
 
 
 def describe(request: Dict[str, Any]) -> str:
@@ -52,28 +58,16 @@ def describe(request: Dict[str, Any]) -> str:
 def build_spec(name: str, request: Dict[str, Any]):
     """The ClusterSpec of ``request`` (validated as `up` would); BadRequest/CannotRun otherwise."""
     from provisioner.config import load_spec
-    from provisioner.config.validate import TOP_KEYS
+    from provisioner.config.overrides import spec_overrides
     from provisioner.errors import SimclusterError
     unknown = sorted(set(request) - set(REQUEST_KEYS))
     if unknown:
         raise BadRequest(f"unknown slurm marker key(s) {', '.join(unknown)} (allowed: {', '.join(REQUEST_KEYS)})")
-    overrides: Dict[str, Any] = {"name": name}
-    for key in ("nodes", "backend", "cpus", "memory"):
-        value = request.get(key)
-        if value is not None:
-            # Options and ini values arrive as text; the spec wants counts as numbers.
-            overrides[key] = int(value) if key in ("nodes", "cpus") and str(value).isdecimal() else value
-    if request.get("accounting"):
-        overrides["accounting"] = True
-    if request.get("fast_failure"):
-        overrides["failureDetection"] = "fast"
-    overrides.update(gpu_overrides(request.get("gpus")))
-    if request.get("slurm"):
-        if "slurm" not in TOP_KEYS:
-            raise CannotRun(f"slurm={request['slurm']!r} asked for, but this simcluster cannot choose the Slurm "
-                            "version yet (its cluster spec has no 'slurm' key)")
-        overrides["slurm"] = str(request["slurm"])
     try:
+        overrides = spec_overrides(name=name, nodes=request.get("nodes"), backend=request.get("backend"),
+                                   cpus=request.get("cpus"), memory=request.get("memory"),
+                                   accounting=request.get("accounting"), fast_failure=request.get("fast_failure"),
+                                   slurm=request.get("slurm") or None, **gpu_choices(request.get("gpus")))
         return load_spec(request.get("config"), overrides)
     except SimclusterError as exc:
         raise BadRequest(f"simcluster cannot make a cluster of {describe(request)}: {exc.one_line()}"
