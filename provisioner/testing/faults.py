@@ -1,9 +1,9 @@
 """`slurm_faults`: `simcluster fault` for a test, every fault healed when the test ends.
 
 Each call loads the cluster afresh and holds its lock, exactly like the `simcluster fault`
-commands (cluster/faults.py's Injector); the fixture remembers which clusters it broke and
-runs `fault heal` on each of them at teardown, so the next test that reuses a session
-cluster finds it whole.
+commands (cluster/faults.py's Injector); the fixture remembers every cluster it was used
+on, and at teardown runs `fault heal` on each and waits until all of its nodes are ready,
+so the next test that reuses a session cluster finds it whole.
 """
 
 from __future__ import annotations
@@ -66,9 +66,10 @@ class SlurmFaults:
 
 
 def wait_all_ready(name: str, timeout: float) -> None:
-    """Until every node of cluster ``name`` answers and can run work. `fault heal` returns as
-    soon as the daemons run; a node it just undrained can still read idle* (not responding)
-    for a moment, and the next test on a reused cluster must find it whole."""
+    """Until every node of cluster ``name`` answers and can run work (AssertionError naming
+    the nodes that cannot, after ``timeout``). `fault heal` waits only for the nodes it
+    undrained to take jobs (the others just have to answer); the next test on a reused
+    cluster must find every node usable."""
     from provisioner.cluster.lifecycle import load
     from provisioner.cluster.wait import WaitTimeout, poll_until
     cluster = load(name)

@@ -1,10 +1,13 @@
-"""The clusters of one pytest session: made on first request, reused per spec, all taken down at the end.
+"""The clusters of one pytest session: made on first request, reused per request, taken down at the end.
 
-A request is a small dict of `up`'s choices (nodes, gpus, backend, slurm, accounting, ...);
-the session makes one cluster per distinct request (named pyt-<session>-<n>, ports picked
-free by the provider) and hands the same one to every test that asks for that request.
-When the machine cannot make a cluster (no docker engine, no Slurm binaries, GPUs
-missing) the request is answered with a skip reason, once, without trying again.
+A request is a small dict of `up`'s choices (nodes, gpus, backend, slurm, accounting, ...),
+turned into a spec by the same builder as `up`'s flags (config/overrides.py). The session
+makes one cluster per distinct request (named pyt-<token>-<n>, the token random per
+session; ports picked free by the provider) and hands the same one to every test that
+asks for that request; a factory's cluster is taken down when its test ends; with keep,
+nothing is taken down and the names are reported. When the machine cannot make a cluster
+(no docker engine, no Slurm binaries, GPUs missing) the request is answered with a skip
+reason, and a failed `up` with an error, once per request, without trying again.
 """
 
 from __future__ import annotations

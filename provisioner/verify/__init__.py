@@ -1,9 +1,14 @@
 """`simcluster verify`: prove a cluster works with real multi-node jobs.
 
-basic.py (Slurm basics) and training.py (DDP, FSDP, DeepSpeed, Megatron) define checks;
-suites.py lists them; runner.py runs them with deadlines; report.py prints lines, a
-table, JSON and JUnit. The jobs (workloads/) are written into
-<state_dir>/verify/<timestamp>/<check>/ so a failure can point at the full output.
+basic.py (Slurm basics), accounting.py (sacct), versions.py (release-specific behaviour),
+training.py (DDP, FSDP, DeepSpeed, Megatron) and faults.py (the faults suite) define
+checks; suites.py lists them; runner.py runs them with deadlines; report.py prints lines,
+a table, JSON and JUnit. A check gets a VerifyContext (context.py) over a VerifyTarget
+(targets.py: the cluster's client, spec and job-file transport), submits through
+the run's JobTracker (jobs.py) and ends with an Outcome (outcome.py). Each run's job files,
+with a copy of workloads/, go in <job root>/verify/<timestamp>/ (the placement's job root:
+the state directory on local, the shared directory on docker), one directory per check,
+so a failure can point at the full output.
 """
 
 from __future__ import annotations
