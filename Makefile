@@ -32,7 +32,7 @@ setup-apt:
 # .[train] (torch==2.13.0, deepspeed, megatron-core) lets `simcluster verify` run its
 # training suites, .[deploy] (ansible-core, ansible-runner, paramiko) `simcluster deploy`
 # and `--ssh`; reinstalled only when pyproject.toml changes, so a second setup is quick.
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml setup.py
 	@test -x $(PY) || /usr/bin/python3 -m venv $(VENV)
 	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test,train,deploy]'
 	@touch $@

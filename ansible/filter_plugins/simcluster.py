@@ -9,8 +9,12 @@ from pathlib import Path
 
 from ansible.errors import AnsibleFilterError
 
-# provisioner/data/ansible/filter_plugins/ -> provisioner/config/parse.py
-_PARSE = Path(__file__).resolve().parents[3] / "config" / "parse.py"
+# In a checkout: ansible/filter_plugins/ -> provisioner/config/parse.py; in an installed
+# package (the build puts this tree at provisioner/data/ansible/): -> ../../../config/parse.py.
+_HERE = Path(__file__).resolve()
+_PARSE = next((p for p in (_HERE.parents[2] / "provisioner" / "config" / "parse.py",
+                           _HERE.parents[3] / "config" / "parse.py") if p.is_file()),
+              _HERE.parents[2] / "provisioner" / "config" / "parse.py")
 _spec = importlib.util.spec_from_file_location("simcluster_parse", _PARSE)
 _parse = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_parse)

@@ -30,7 +30,7 @@ def command(inventory, config_path, check, training, insecure):
       simcluster verify --ssh root@head --suite basic,ddp
 
     Running it again changes nothing unless the inventory or the spec changed.
-    See provisioner/data/ansible/inventory.example.ini and docs/deploy.md.
+    See ansible/inventory.example.ini and docs/deploy.md.
     """
     from provisioner.deploy.apply import deploy  # Ansible's modules load only here
     summary = deploy(inventory, config_path, lambda m: print(m, file=sys.stderr, flush=True), check=check,

@@ -54,7 +54,7 @@ def _spec_nodes(raw: Dict[str, Any], inventory: Inventory, problems: List[str]) 
 
 
 def build_extravars(config_path: Optional[str], inventory: Inventory) -> Dict[str, Any]:
-    """Extra vars for provisioner/data/ansible/site.yml; raise ConfigError listing every problem."""
+    """Extra vars for ansible/site.yml; raise ConfigError listing every problem."""
     raw = read_yaml(config_path) if config_path else {}
     name = cluster_name(raw, inventory)
     extra: Dict[str, Any] = {"slurm_cluster_name": name,

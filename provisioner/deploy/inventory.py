@@ -70,7 +70,7 @@ def _ansible_parse(path: Path):
         data.reconcile_inventory()
     except AnsibleError as exc:
         first = str(getattr(exc, "message", exc)).strip().splitlines()[0]
-        raise UsageError(f"invalid inventory: {first}", "see provisioner/data/ansible/inventory.example.ini") from None
+        raise UsageError(f"invalid inventory: {first}", "see ansible/inventory.example.ini") from None
     return data
 
 
@@ -105,7 +105,7 @@ def load_inventory(path: str) -> Inventory:
     """Parse and check ``path``; raise UsageError/ConfigError (exit 2) listing every problem."""
     p = Path(path)
     if not p.is_file():
-        raise UsageError(f"inventory {path} does not exist", "pass an inventory file with -i, see provisioner/data/ansible/inventory.example.ini")
+        raise UsageError(f"inventory {path} does not exist", "pass an inventory file with -i, see ansible/inventory.example.ini")
     data = _ansible_parse(p)
     groups = data.groups
     problems: List[str] = []

@@ -1,4 +1,4 @@
-"""Run provisioner/data/ansible/site.yml through ansible-runner's Python API and report as it goes.
+"""Run ansible/site.yml through ansible-runner's Python API and report as it goes.
 
 Each task becomes one progress line once every host has answered
 (` - munge : Install munge  changed: node1, node2  ok: ctl  (1.4s)`); failures are

@@ -22,8 +22,13 @@ from tests.conftest import REPO, TEST_HOME_ROOT, daemons_under
 
 pytestmark = pytest.mark.integration
 
-DATA = ("provisioner/data/templates/slurm.conf.j2", "provisioner/data/docker/Dockerfile",
-        "provisioner/data/ansible/site.yml", "provisioner/workloads/torchrun.sbatch")
+# The top-level sources (configs/templates/, docker/, ansible/) as the sdist carries them,
+# and where the build puts them in the wheel (setup.py's package-dir mapping).
+SOURCES = ("configs/templates/slurm.conf.j2", "docker/Dockerfile", "docker/entrypoint.sh",
+           "ansible/site.yml", "ansible/filter_plugins/simcluster.py", "setup.py", "MANIFEST.in")
+DATA = ("provisioner/data/configs/templates/slurm.conf.j2", "provisioner/data/docker/Dockerfile",
+        "provisioner/data/docker/entrypoint.sh", "provisioner/data/ansible/site.yml",
+        "provisioner/data/ansible/roles/slurm_common/defaults/main.yml", "provisioner/workloads/torchrun.sbatch")
 
 
 def sh(argv, cwd, env=None, timeout=600) -> subprocess.CompletedProcess:
@@ -35,7 +40,8 @@ def sh(argv, cwd, env=None, timeout=600) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def dists(tmp_path_factory) -> Path:
-    """sdist + wheel, built without network isolation from this venv's setuptools."""
+    """sdist + wheel, built without network isolation from this venv's setuptools (build
+    makes the wheel from the sdist, so the sdist alone must be enough to build it)."""
     out = tmp_path_factory.mktemp("dist")
     sh([sys.executable, "-m", "build", "--no-isolation", "--sdist", "--wheel", "--outdir", out, REPO], cwd=out)
     return out
@@ -61,7 +67,11 @@ def test_the_wheel_and_the_sdist_carry_the_run_time_files(dists):
     assert "simcluster = provisioner.cli.main:main" in text and "pytest11" in text
     sdist = next(dists.glob("simcluster-*.tar.gz"))
     members = {m.split("/", 1)[1] for m in tarfile.open(sdist).getnames() if "/" in m}
-    assert all(d in members for d in DATA)
+    assert all(s in members for s in SOURCES), sorted(members)[:40]
+    assert "configs/examples/two-node-fake-gpus.yaml" in members
+    # One source: the sdist has the top-level directories, not a second copy in the package.
+    assert not [m for m in members if m.startswith("provisioner/data/")]
+    assert not [n for n in names if n.endswith(".pyc")]
 
 
 def test_the_installed_wheel_runs_a_cluster_outside_the_checkout(installed, tmp_path):

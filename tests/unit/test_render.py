@@ -1,4 +1,4 @@
-"""Rendering provisioner/data/templates: golden files for fixed specs and inputs, plus the lines
+"""Rendering configs/templates: golden files for fixed specs and inputs, plus the lines
 that matter (per-node Port/CPUs/RealMemory/Gres, gres File=, config_overrides, AuthInfo).
 
 Regenerate the golden files after an intended template change with
@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+from dataclasses import replace
 from pathlib import Path
 from typing import Dict
 
@@ -18,7 +19,8 @@ import jinja2
 import pytest
 
 from provisioner.config import load_spec
-from provisioner.paths import templates_dir, ClusterLayout
+from provisioner.paths import templates_dir
+from provisioner.providers.docker.provider import CONTAINER_PATHS
 from provisioner.render import (TEMPLATES, RenderInputs, _environment, build_context, default_ports,
                                 render_all, write_files)
 from tests.conftest import REPO, run_cli
@@ -178,11 +180,12 @@ def test_nodes_without_gpus_have_no_gres():
 
 def test_docker_style_inputs_use_node_names_as_hosts():
     spec = fake2_spec()
-    inputs = RenderInputs(layout=ClusterLayout(Path("/var/lib/simcluster")), hostname="ctl", slurm_user="slurm",
+    inputs = RenderInputs(paths=CONTAINER_PATHS, hostname="ctl", slurm_user="slurm",
                           controller_port=6817, node_ports={"node1": 6818, "node2": 6818},
-                          nodes_are_hosts=True, controller_addr=None,
-                          extra_context={"task_prolog": "", "munge_socket": ""})
-    conf = render_all(spec, inputs)["slurm.conf"]
+                          nodes_are_hosts=True, controller_addr=None, task_prolog=False)
+    files = render_all(spec, inputs)
+    assert "task_prolog.sh" not in files
+    conf = files["slurm.conf"]
     assert "SlurmctldHost=ctl" in lines(conf)
     assert any(line.startswith("NodeName=node2 NodeHostname=node2 NodeAddr=node2 Port=6818 ") for line in lines(conf))
     assert "TaskProlog" not in "\n".join(conf_lines(conf))
@@ -265,8 +268,7 @@ def test_render_command_writes_the_seed_configs(tmp_path):
 def test_cpu_binding_only_where_nodes_advertise_the_cpus_the_host_has():
     spec = fake2_spec()  # 8 CPUs per node
     def plugin(host_cpus):
-        inputs = fixed_inputs(spec, root="/state/fake2")
-        inputs.host_cpus = host_cpus
+        inputs = replace(fixed_inputs(spec, root="/state/fake2"), host_cpus=host_cpus)
         return build_context(spec, inputs)["task_plugin"]
     assert plugin(8) == "task/affinity" and plugin(64) == "task/affinity"
     assert plugin(2) == "task/none"  # a simulated shape: CPU 7 does not exist here
@@ -288,8 +290,8 @@ def test_each_node_has_its_own_tmpfs_and_mpi_stays_on_loopback():
     assert "TmpFS=/state/fake2/tmp/%n" in files["slurm.conf"]
     assert 'OMPI_MCA_btl=${OMPI_MCA_btl:-self,tcp}"' in files["task_prolog.sh"]
     spec, inputs = cases()["fake2"]
-    inputs.nodes_are_hosts = True  # containers: /tmp and the network are each node's own
-    files = render_all(spec, inputs)
+    # containers: /tmp and the network are each node's own
+    files = render_all(spec, replace(inputs, nodes_are_hosts=True))
     assert "TmpFS" not in files["slurm.conf"] and "OMPI_MCA" not in files["task_prolog.sh"]
 
 

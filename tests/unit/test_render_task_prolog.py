@@ -1,4 +1,4 @@
-"""The rendered TaskProlog (provisioner/data/templates via provisioner/render.py) that maps node-local
+"""The rendered TaskProlog (configs/templates via provisioner/render.py) that maps node-local
 GPU indices to physical GPU ids (pitfall 1), executed with /bin/sh in crafted environments."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 #!/bin/sh
 # TaskProlog for cluster "seed", rendered by simcluster from
-# provisioner/data/templates/task_prolog.sh.j2. Runs before every task of every job step; each
+# configs/templates/task_prolog.sh.j2. Runs before every task of every job step; each
 # "export K=V" line it prints is set in the task's environment. It must print nothing else.
 #
 # Why: several slurmd share one host, so Slurm gives CUDA_VISIBLE_DEVICES as the index of
