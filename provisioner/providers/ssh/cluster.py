@@ -16,7 +16,7 @@ from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.errors import SimclusterError
 
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
-# gres.conf lines as provisioner/data/templates/gres.conf.j2 writes them.
+# gres.conf lines as configs/templates/gres.conf.j2 writes them.
 _GRES_LINE = re.compile(r"^\s*NodeName=(\S+)\s+Name=gpu\s+File=(\S*?nvidia(\d+))\s*$")
 _CONFIG_LINE = re.compile(r"^(\w+)\s*=\s*(.*?)\s*$", re.M)
 

@@ -18,7 +18,7 @@ from provisioner.providers.ssh.runner import SSHRunner
 from provisioner.providers.ssh.session import SSHSession
 from provisioner.verify.targets import VerifyTarget
 
-# provisioner/data/ansible/roles/training/defaults/main.yml: training_venv.
+# ansible/roles/training/defaults/main.yml: training_venv.
 TRAINING_BIN = "/opt/simcluster/venv/bin"
 # squeue over SSH costs a round trip: ask less often than on this host.
 POLL_S = 0.5
