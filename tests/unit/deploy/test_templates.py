@@ -1,4 +1,4 @@
-"""One source of Slurm config text: the roles render provisioner/data/templates exactly as Python does.
+"""One source of Slurm config text: the roles render configs/templates exactly as Python does.
 
 Runs the roles' context and render tasks on this machine (ansible-playbook, local
 connection, no SSH, no docker) and compares with provisioner/render.py.
