@@ -1,7 +1,17 @@
-"""Render a cluster's Slurm configs from provisioner/data/templates (Jinja2, StrictUndefined).
+"""Slurm's config files of a cluster, from the templates in templates_dir() (Jinja2, StrictUndefined).
 
-The same templates serve the local backend and the Ansible roles; this module only
-builds the template context from a ClusterSpec.
+One renderer for every backend and `simcluster render`; the Ansible roles render the same
+templates from a context of their own (roles/slurm_common/templates/context.json.j2) with
+exactly the keys build_context makes. What it holds:
+
+- RenderInputs: what a placement says beyond the spec (host names, ports, addresses, the
+  daemons' paths as NodePaths, whether jobs get a TaskProlog); every value is a named
+  field, computed by the provider once, at provision time, and kept in the state file;
+- build_context / render_all: the template context and the rendered text, {file: text};
+- write_files: writes them (password files mode 0600, scripts executable); redact_secrets
+  takes the passwords out of a file's text for a bug report;
+- TIMEOUTS: Slurm's failure-detection timeouts per spec.failure_detection (also passed to
+  the Ansible roles by deploy).
 """
 
 from __future__ import annotations
@@ -10,12 +20,13 @@ import os
 import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 import jinja2
 
+from provisioner.cluster.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
 from provisioner.config.types import ClusterSpec
-from provisioner.paths import ClusterLayout, templates_dir
+from provisioner.paths import templates_dir
 
 TEMPLATES = {
     "slurm.conf": "slurm.conf.j2",
@@ -23,6 +34,7 @@ TEMPLATES = {
     "cgroup.conf": "cgroup.conf.j2",
     "task_prolog.sh": "task_prolog.sh.j2",
 }
+TASK_PROLOG = "task_prolog.sh"  # rendered only where the inputs ask for a TaskProlog
 
 # Rendered only for clusters with accounting: true.
 ACCOUNTING_TEMPLATES = {"slurmdbd.conf": "slurmdbd.conf.j2"}
@@ -35,13 +47,15 @@ DEFAULT_CONTROLLER_PORT = 6817
 DEFAULT_FIRST_NODE_PORT = 6818
 
 
-@dataclass
+@dataclass(frozen=True)
 class AccountingInputs:
     """Where slurmdbd and its database listen; defaults are Slurm's and MySQL's own."""
 
     dbd_port: int = 6819
     storage_port: int = 3306
-    storage_pass: str = "change-me"  # `up` puts a fresh random password here
+    # The database password is made by each `up` and written only into slurmdbd.conf
+    # (mode 0600), never into the state file: write_configs passes it in a copy of these.
+    storage_pass: str = "change-me"
     dbd_host: str = "localhost"  # slurmdbd.conf DbdHost: slurmdbd checks it names its own host
     dbd_addr: str = "127.0.0.1"  # where slurmctld and the client commands reach slurmdbd
     storage_host: str = "127.0.0.1"
@@ -49,11 +63,11 @@ class AccountingInputs:
     storage_loc: str = "slurm_acct_db"
 
 
-@dataclass
+@dataclass(frozen=True)
 class RenderInputs:
     """Facts about where the cluster runs that are not part of the spec."""
 
-    layout: ClusterLayout
+    paths: NodePaths  # every path a config names, as the daemons see it
     hostname: str
     slurm_user: str
     controller_port: int
@@ -61,17 +75,34 @@ class RenderInputs:
     node_addr: str = "127.0.0.1"
     # Local backend: each node's own loopback address (nodes not named here get node_addr).
     node_addrs: Dict[str, str] = field(default_factory=dict)
+    # Jobs resolve node names through libnss_wrapper and paths.hosts_file (None: they need not).
     nss_wrapper_lib: Optional[str] = None
-    # Docker backend: every node is its own host, reachable by its name.
+    # Docker backend: every node is its own host, reachable by its name (no per-node TmpFS,
+    # no loopback-only MPI).
     nodes_are_hosts: bool = False
     controller_addr: Optional[str] = "127.0.0.1"
-    # Values that replace computed ones (paths inside containers, no TaskProlog, ...).
-    extra_context: Dict = field(default_factory=dict)
+    # A TaskProlog for every job step (the TaskProlog= line and task_prolog.sh); False: none.
+    task_prolog: bool = True
     # accounting: true: slurmdbd's and the database's addresses (None: the defaults above).
     accounting: Optional[AccountingInputs] = None
     # CPUs the nodes' machine really has (None: unknown, e.g. `simcluster render`): nodes
     # that advertise no more than that get CPU binding (task/affinity).
     host_cpus: Optional[int] = None
+
+    def to_dict(self) -> Dict[str, Any]:
+        """For the state file (the accounting password is left out: see AccountingInputs)."""
+        data = asdict(self)
+        if data["accounting"] is not None:
+            data["accounting"].pop("storage_pass")
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "RenderInputs":
+        data = dict(data)
+        data["paths"] = NodePaths.from_dict(data["paths"])
+        if data.get("accounting") is not None:
+            data["accounting"] = AccountingInputs(**data["accounting"])
+        return cls(**data)
 
 
 # Slurm's failure-detection timeouts (seconds) per spec.failure_detection; docs/faults.md
@@ -120,7 +151,8 @@ def _shape_is_real(spec: ClusterSpec, host_cpus: Optional[int]) -> bool:
 
 
 def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
-    layout = inputs.layout
+    """The templates' variables (the Ansible roles' context.json.j2 makes the same keys)."""
+    paths = inputs.paths
     nodes: List[Dict] = [
         {
             "name": n.name,
@@ -134,43 +166,44 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         for n in spec.nodes
     ]
     def_mem = max(1, min(n.memory // n.cpus for n in spec.nodes)) if spec.nodes else 1
-    ctx = {
+    return {
         "cluster_name": spec.name,
         "controller": {"hostname": inputs.hostname, "addr": inputs.controller_addr,
                        "port": inputs.controller_port},
         "slurm_user": inputs.slurm_user,
         "slurmd_user": inputs.slurm_user,
-        "munge_socket": str(layout.munge_socket),
-        "paths": {"state_save": str(layout.state_save), "spool": str(layout.spool),
-                  "run": str(layout.run), "log": str(layout.log)},
+        # munge's default socket needs no AuthInfo=socket= (client commands find it too).
+        "munge_socket": "" if paths.munge_socket == MUNGE_DEFAULT_SOCKET else paths.munge_socket,
+        "paths": {"state_save": paths.state_save, "spool": paths.spool, "run": paths.run, "log": paths.log},
         "proctrack_type": "proctrack/linuxproc",
         "task_plugin": "task/affinity" if _shape_is_real(spec, inputs.host_cpus) else "task/none",
         # Several nodes on one host (not containers): per-node TmpFS, MPI over loopback.
-        "tmp_fs": "" if inputs.nodes_are_hosts else f"{layout.root}/tmp/%n",
+        "tmp_fs": "" if inputs.nodes_are_hosts else f"{paths.root}/tmp/%n",
         "mpi_loopback": not inputs.nodes_are_hosts,
-        "task_prolog": str(layout.task_prolog),
+        "task_prolog": paths.task_prolog if inputs.task_prolog else "",
         "def_mem_per_cpu": def_mem,
         "config_overrides": True,
         "nodes": nodes,
         "partitions": [{"name": p.name, "nodes": list(p.nodes), "default": p.default,
                         "max_time": p.max_time} for p in spec.partitions],
         "extra_lines": list(spec.slurm_conf_extra),
-        "gpu_device_dir": str(layout.dev) if spec.fake_gpus else "/dev",
-        "hosts_file": str(layout.hosts_file) if inputs.nss_wrapper_lib else "",
+        "gpu_device_dir": paths.dev if spec.fake_gpus else "/dev",
+        "hosts_file": paths.hosts_file if inputs.nss_wrapper_lib else "",
         "nss_wrapper_lib": inputs.nss_wrapper_lib or "",
-        "state_dir": str(layout.root),
+        "state_dir": paths.root,
         "accounting": asdict(inputs.accounting or _default_accounting(inputs)) if spec.accounting else None,
         "timeouts": dict(TIMEOUTS[spec.failure_detection]),
     }
-    ctx.update(inputs.extra_context)
-    return ctx
 
 
 def render_all(spec: ClusterSpec, inputs: RenderInputs) -> Dict[str, str]:
-    """Return {file name: text} for every config file of the cluster."""
+    """Return {file name: text} for every config file of the cluster (task_prolog.sh only
+    where the inputs ask for a TaskProlog, slurmdbd.conf only with accounting)."""
     env = _environment()
     ctx = build_context(spec, inputs)
     templates = {**TEMPLATES, **(ACCOUNTING_TEMPLATES if spec.accounting else {})}
+    if not inputs.task_prolog:
+        templates.pop(TASK_PROLOG)
     return {out: env.get_template(tpl).render(**ctx) for out, tpl in templates.items()}
 
 

@@ -21,10 +21,12 @@ def command(out_dir, name, **options):
     Ports not fixed in the spec get Slurm's defaults (6817, then 6818+ for nodes); paths
     are those `up` would use.
     """
+    from provisioner.cluster.nodepaths import NodePaths
     from provisioner.paths import ClusterLayout
     from provisioner.render import DEFAULT_CONTROLLER_PORT, RenderInputs, default_ports, render_all, write_files
     spec = load_spec_from_options(name, options)
-    inputs = RenderInputs(layout=ClusterLayout.for_name(spec.name), hostname=socket.gethostname().split(".")[0],
+    inputs = RenderInputs(paths=NodePaths.of_layout(ClusterLayout.for_name(spec.name)),
+                          hostname=socket.gethostname().split(".")[0],
                           slurm_user="slurm", controller_port=spec.controller_port or DEFAULT_CONTROLLER_PORT,
                           node_ports=default_ports(spec), nss_wrapper_lib="libnss_wrapper.so")
     try:

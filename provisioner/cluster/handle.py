@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict, List, Optional
 
-from provisioner.cluster.placement import CONTROLLER, Placement
+from provisioner.cluster.placement import CONTROLLER, Placement, load_placement
 from provisioner.cluster.runner import Runner
 from provisioner.cluster.slurm import SlurmClient
 from provisioner.cluster.state import ClusterState
@@ -28,7 +28,7 @@ class Cluster:
         self.state = state
         self.provider = provider
         self.spec: ClusterSpec = state.cluster_spec
-        self.placement: Placement = provider.placement(state)
+        self.placement: Placement = load_placement(state, provider)  # from the state file, no I/O
         self._runners: Dict[str, Runner] = {}
 
     @property

@@ -1,58 +1,38 @@
 """Where a provider put a cluster: the facts every shared step needs and the spec does not say.
 
-A provider computes a Placement from the cluster's state (ports, paths, users it chose
-when it provisioned the machines); steps, status, export-logs and verify read it and
-never ask which backend made the cluster.
+A provider computes the Placement once, when it provisions the machines: there it may
+look at the host (free ports, /etc/hosts, Open MPI's parameter file, tini, the CPU count)
+and everything it found is recorded in the Placement, which is stored in the cluster's
+state file. Every later command loads it from there without touching the host
+(load_placement); steps, status, export-logs and verify read it and never ask which
+backend made the cluster.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from provisioner.paths import ClusterLayout
+from provisioner.cluster.nodepaths import NodePaths
+from provisioner.cluster.runner import descendant_pid
+from provisioner.cluster.state import ClusterState
 from provisioner.render import RenderInputs
+
+if TYPE_CHECKING:
+    from provisioner.providers.base import Provider
 
 CONTROLLER = "controller"  # the runner key of the controller; nodes are keyed by their names
 
+__all__ = ["CONTROLLER", "NodePaths", "Placement", "load_placement"]
+
 
 @dataclass(frozen=True)
-class NodePaths:
-    """Paths as the daemons see them (the same on every machine of the cluster)."""
-
-    etc: str
-    log: str
-    run: str
-    spool: str
-    state_save: str
-    munge_key: str
-    munge_socket: str
-    munge_dir: str
-    dev: str
-    db_dir: str  # the accounting database (MariaDB's data directory and socket)
-
-    @property
-    def slurm_conf(self) -> str:
-        return f"{self.etc}/slurm.conf"
-
-    def daemon_log(self, name: str) -> str:
-        return f"{self.log}/{name}.log"
-
-    @classmethod
-    def of_layout(cls, layout: ClusterLayout) -> "NodePaths":
-        return cls(etc=str(layout.etc), log=str(layout.log), run=str(layout.run), spool=str(layout.spool),
-                   state_save=str(layout.state_save), munge_key=str(layout.munge_key),
-                   munge_socket=str(layout.munge_socket), munge_dir=str(layout.munge_dir), dev=str(layout.dev),
-                   db_dir=str(layout.root / "mariadb"))
-
-
-@dataclass
 class Placement:
-    """What the shared steps need to know about where the cluster runs."""
+    """What the shared steps need to know about where the cluster runs (plain data: it
+    round-trips through the state file with to_dict / from_dict)."""
 
-    paths: NodePaths
-    render: RenderInputs  # template context beyond the spec
+    render: RenderInputs  # template context beyond the spec; its ``paths`` are the daemons' paths
     daemon_user: str  # SlurmUser, and the owner of the accounting database
     munged_on: List[str]  # runner keys that run a munged of their own
     config_dir: Path  # on this host: where the rendered configs are written (the daemons see paths.etc)
@@ -61,8 +41,9 @@ class Placement:
     python_bin: str  # the bin directory with the python/torchrun that jobs run
     gpus_renumbered: bool  # True: each node sees its GPUs as 0..n-1 (a machine of its own)
     client_env: Dict[str, str] = field(default_factory=dict)  # exports for Slurm commands run here (env, exec)
-    extra_files: Dict[str, str] = field(default_factory=dict)  # more files for config_dir (hosts file)
-    skip_files: Tuple[str, ...] = ()  # rendered files this placement does not use
+    # More files for config_dir, their text fixed at provision time (the hosts file, Open
+    # MPI's parameter file made from the host's).
+    extra_files: Dict[str, str] = field(default_factory=dict)
     dbd_port: Optional[int] = None
     storage_port: Optional[int] = None
     controller_where: str = "this host"  # where slurmctld runs, for status and messages
@@ -70,6 +51,48 @@ class Placement:
     install_hint: str = ""  # how to get the training stack where jobs run
     # Put before `slurmd ...` (the local backend's private /etc/hosts per slurmd); empty: none.
     slurmd_prefix: Tuple[str, ...] = ()
-    # The slurmd's own pid from the pid the runner started (the prefix forks: a PID
-    # namespace per node); None: the same pid.
-    slurmd_pid: Optional[Callable[[int], int]] = None
+    # True: the prefix forks (a PID namespace per node, tini as its pid 1), so the slurmd's
+    # own pid is found below the pid the runner started (slurmd_pid).
+    slurmd_forks: bool = False
+
+    @property
+    def paths(self) -> NodePaths:
+        """Paths as the daemons see them (the same object the templates are rendered from)."""
+        return self.render.paths
+
+    @property
+    def slurmd_pid(self) -> Optional[Callable[[int], int]]:
+        """Maps the pid the runner started to the slurmd's own; None: the same pid."""
+        if not self.slurmd_forks:
+            return None
+        return lambda started: descendant_pid(started, "slurmd")
+
+    def to_dict(self) -> Dict[str, Any]:
+        data: Dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        data["render"] = self.render.to_dict()
+        data["config_dir"], data["job_root"] = str(self.config_dir), str(self.job_root)
+        data["munged_on"], data["slurmd_prefix"] = list(self.munged_on), list(self.slurmd_prefix)
+        data["client_env"], data["extra_files"] = dict(self.client_env), dict(self.extra_files)
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Dict[str, Any]) -> "Placement":
+        data = dict(data)
+        data["render"] = RenderInputs.from_dict(data["render"])
+        data["config_dir"], data["job_root"] = Path(data["config_dir"]), Path(data["job_root"])
+        data["munged_on"], data["slurmd_prefix"] = list(data["munged_on"]), tuple(data["slurmd_prefix"])
+        return cls(**data)
+
+
+def load_placement(state: ClusterState, provider: "Provider") -> Placement:
+    """The cluster's placement: the one stored in its state file at provision time, read
+    without any I/O.
+
+    Legacy path: a state file written before placements were stored (STATE_VERSION 1) has
+    none; the provider computes it from the state and the host, as every command did then,
+    and it is kept in ``state`` so that the next save (up, start, fault, repair) stores it."""
+    if state.placement is not None:
+        return Placement.from_dict(state.placement)
+    placement = provider.placement(state)  # legacy: reads the host (see the docstring)
+    state.placement = placement.to_dict()
+    return placement

@@ -18,6 +18,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence
@@ -136,6 +137,43 @@ def has_marker(pid: int, marker: str) -> bool:
     except OSError:
         return False
 
+
+
+def _children(pid: int) -> List[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(c) for c in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _argv0(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            return os.path.basename(f.read().split(b"\0", 1)[0].decode(errors="replace"))
+    except OSError:
+        return ""
+
+
+def descendant_pid(started: int, program: str, timeout: float = 10.0) -> int:
+    """The pid of ``program`` started on this host behind a prefix that forks (a PID
+    namespace: `unshare` with pid ``started``, then tini, then ``program``): the first
+    descendant that runs ``program``. ``started`` itself when the chain died or took longer
+    than ``timeout``: the caller's liveness checks then see the failure and its log."""
+    deadline = time.monotonic() + timeout
+    delay = 0.001
+    while True:
+        frontier, seen = [started], 0
+        while frontier and seen < 16:
+            pid = frontier.pop(0)
+            if pid != started and _argv0(pid) == program:
+                return pid
+            frontier.extend(_children(pid))
+            seen += 1
+        if time.monotonic() > deadline or not os.path.exists(f"/proc/{started}"):
+            return started
+        time.sleep(delay)
+        delay = min(delay * 2, 0.02)
 
 # For runners that ask over a shell (containers, SSH): "<pid> <1|0>" per pid; 1 = runs, is
 # no zombie, and (with a marker as $1, "" for none) has the marker in its environment.

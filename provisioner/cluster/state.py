@@ -1,7 +1,9 @@
 """The per-cluster state file (state.json): what was started where, with which ports and pids.
 
 Every backend keeps one, in $SIMCLUSTER_HOME/<name>/state.json; its ``backend`` picks the
-provider that made the cluster.
+provider that made the cluster. Since version 2 it also holds the cluster's placement
+(cluster/placement.py), computed once when the provider provisioned the machines, so
+later commands take it from this file instead of asking the host again.
 
 Written atomically (temp file + rename) so a crash never leaves half a file behind.
 """
@@ -20,7 +22,8 @@ from typing import Dict, Iterator, List, Optional
 from provisioner.config.types import ClusterSpec
 from provisioner.paths import ClusterLayout, simcluster_home
 
-STATE_VERSION = 1
+# 1: no placement stored (it was computed by every command); 2: the placement is stored.
+STATE_VERSION = 2
 
 
 @dataclass
@@ -47,6 +50,9 @@ class ClusterState:
     provider_data: Dict = field(default_factory=dict)
     # Faults injected with `simcluster fault` and not undone yet: {"what", "node", "since", ...}.
     faults: List[Dict] = field(default_factory=list)
+    # Placement.to_dict(), stored by the provider at provision time; None in a state file
+    # written before version 2 (load_placement then computes it, the legacy path).
+    placement: Optional[Dict] = None
     version: int = STATE_VERSION
 
     @property

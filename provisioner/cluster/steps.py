@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Tuple
 
 from provisioner.cluster import accounting, daemons
@@ -41,12 +41,14 @@ class Step:
 
 
 def write_configs(up: UpRun) -> None:
-    """Render every config into the provider's config directory, and a fresh munge key."""
+    """Render every config into the provider's config directory, and a fresh munge key.
+    The placement is only read: this `up`'s database password goes into a copy of its
+    render inputs (the state file never holds it)."""
     c = up.cluster
     inputs = c.placement.render
     if c.spec.accounting:
-        inputs.accounting = accounting.inputs(c, up.db_password)
-    files = {k: v for k, v in render_all(c.spec, inputs).items() if k not in c.placement.skip_files}
+        inputs = replace(inputs, accounting=accounting.inputs(c, up.db_password))
+    files = render_all(c.spec, inputs)
     files.update(c.placement.extra_files)
     if c.spec.accounting and c.placement.daemon_user == "root":
         files["accounts.cfg"] = accounting.accounts_file(c.name, "root")

@@ -33,11 +33,17 @@ class Provider:
 
     def provision(self, spec: ClusterSpec, state: ClusterState, progress: Progress) -> None:
         """Make the machines (directories, containers) and fill ``state`` with what was chosen
-        (ports, provider_data). Called with the state directory already created."""
+        (ports, provider_data) and with the cluster's placement, computed here once:
+        ``state.placement = self.placement(state).to_dict()``. Called with the state
+        directory already created."""
         raise NotImplementedError
 
     def placement(self, state: ClusterState) -> Placement:
-        """Where the cluster's files, daemons and jobs live (computed from the state, no I/O)."""
+        """Where the cluster's files, daemons and jobs live, computed from the state and, where
+        the backend needs it, the host (local: /etc/hosts, Open MPI's parameter file, tini,
+        the CPU count), everything found recorded in the Placement. provision calls it once;
+        later commands load the stored one (cluster/placement.py:load_placement) and call
+        this only for a state file written before placements were stored."""
         raise NotImplementedError
 
     def runner(self, state: ClusterState, key: str) -> Runner:

@@ -16,6 +16,7 @@ from typing import Dict, List, Optional
 import pytest
 
 from provisioner.config.validate import validate
+from provisioner.cluster.nodepaths import NodePaths
 from provisioner.paths import ClusterLayout
 from provisioner.render import RenderInputs, default_ports
 from tests.conftest import TEST_HOME_ROOT, daemons_under, run_cli
@@ -33,7 +34,7 @@ def spec_from(raw: Dict, host_cpus: int = HOST_CPUS, host_memory_mb: int = HOST_
 def fixed_inputs(spec, root: str = "/state/x", nss: Optional[str] = NSS_LIB,
                  controller_port: int = 6817) -> RenderInputs:
     """RenderInputs that never look at the machine: fixed host, user, ports and paths."""
-    return RenderInputs(layout=ClusterLayout(Path(root)), hostname="simhost", slurm_user="slurm",
+    return RenderInputs(paths=NodePaths.of_layout(ClusterLayout(Path(root))), hostname="simhost", slurm_user="slurm",
                         controller_port=controller_port, node_ports=default_ports(spec),
                         nss_wrapper_lib=nss)
 

@@ -25,7 +25,8 @@ from typing import Dict, List, Optional
 from docker.errors import DockerException, NotFound
 from docker.types import DeviceRequest
 
-from provisioner.cluster.placement import CONTROLLER, NodePaths, Placement
+from provisioner.cluster.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
+from provisioner.cluster.placement import CONTROLLER, Placement
 from provisioner.cluster.state import ClusterState
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
@@ -44,8 +45,8 @@ SHARED_MOUNT = "/shared"
 CONTROLLER_PORT, SLURMD_PORT, DBD_PORT, STORAGE_PORT = 6817, 6818, 6819, 3306
 CONTAINER_PATHS = NodePaths(etc=CONFIG_MOUNT, log="/var/log/slurm", run="/run/slurm", spool="/var/spool/slurmd",
                             state_save="/var/spool/slurmctld", munge_key=f"{CONFIG_MOUNT}/munge.key",
-                            munge_socket="/run/munge/munge.socket.2",  # munge's default: client commands find it
-                            munge_dir="/run/munge", dev="/dev", db_dir="/var/lib/simcluster-db")
+                            munge_socket=MUNGE_DEFAULT_SOCKET,  # munge's default: client commands find it
+                            munge_dir="/run/munge", dev="/dev", db_dir="/var/lib/simcluster-db", root=SHARED_MOUNT)
 
 
 def container_name(cluster: str, node: Optional[str] = None) -> str:
@@ -166,30 +167,29 @@ class DockerProvider(Provider):
         with ThreadPoolExecutor(max_workers=min(16, len(keys))) as pool:
             ids = list(pool.map(create, keys))
         state.provider_data["containers"] = dict(zip(keys, ids))
+        state.placement = self.placement(state).to_dict()
         progress(f" - network and {len(keys)} containers from {tag} ... done ({time.monotonic() - t0:.2f}s)")
 
     def placement(self, state: ClusterState) -> Placement:
+        """Every path is the containers' own (CONTAINER_PATHS); nothing is read from the host."""
         spec, layout = state.cluster_spec, state.layout
-        paths = CONTAINER_PATHS
+        # slurm_user root, no TaskProlog (each container sees only its own GPUs), names
+        # resolve through Docker's DNS (no hosts file, no nss_wrapper).
         render = RenderInputs(
-            layout=ClusterLayout(Path("/nonexistent")), hostname=CONTROLLER_HOST, slurm_user="root",
-            controller_port=state.controller_port, node_ports=state.node_ports, nodes_are_hosts=True,
-            controller_addr=None,
-            accounting=AccountingInputs(dbd_host=CONTROLLER_HOST, dbd_addr=CONTROLLER_HOST),
-            # munge_socket "": containers use munge's default socket; no TaskProlog (each
-            # container sees only its own GPUs); names resolve through Docker's DNS.
-            extra_context={"munge_socket": "", "task_prolog": "", "gpu_device_dir": paths.dev, "hosts_file": "",
-                           "state_dir": SHARED_MOUNT,
-                           "paths": {"state_save": paths.state_save, "spool": paths.spool, "run": paths.run,
-                                     "log": paths.log}})
-        ctl = state.provider_data.get("containers", {}).get(CONTROLLER) and container_name(state.name)
+            paths=CONTAINER_PATHS, hostname=CONTROLLER_HOST, slurm_user="root",
+            controller_port=state.controller_port, node_ports=dict(state.node_ports), nodes_are_hosts=True,
+            controller_addr=None, task_prolog=False,
+            accounting=AccountingInputs(dbd_port=state.slurmdbd_port or DBD_PORT,
+                                        storage_port=state.mariadb_port or STORAGE_PORT,
+                                        dbd_host=CONTROLLER_HOST, dbd_addr=CONTROLLER_HOST) if spec.accounting
+            else None)
         return Placement(
-            paths=paths, render=render, daemon_user="root", munged_on=[CONTROLLER, *(n.name for n in spec.nodes)],
+            render=render, daemon_user="root", munged_on=[CONTROLLER, *(n.name for n in spec.nodes)],
             config_dir=layout.etc, job_root=layout.root / "shared", job_root_in_cluster=SHARED_MOUNT,
             python_bin=f"{image.IMAGE_VENV}/bin", gpus_renumbered=True,
             client_env={"SIMCLUSTER_CLUSTER": state.name, "SIMCLUSTER_BACKEND": "docker"},
-            skip_files=("task_prolog.sh",), dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
-            controller_where=f"container {ctl or container_name(state.name)}",
+            dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
+            controller_where=f"container {container_name(state.name)}",
             usage=(f"use it: simcluster exec --name {state.name} -- sinfo   (job files: {layout.root / 'shared'} "
                    f"= {SHARED_MOUNT} in every node)"),
             install_hint=(f"simcluster image build --train{_slurm_flag(spec)}, then "

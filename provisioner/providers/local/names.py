@@ -28,10 +28,10 @@ import os
 import random
 import shutil
 import subprocess
-import time
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from provisioner.cluster.runner import descendant_pid as daemon_pid  # the slurmd behind namespace_prefix
 from provisioner.config.types import ClusterSpec
 
 NAMESPACE = "mount-namespace"
@@ -191,7 +191,8 @@ def namespace_prefix(hosts: str, uid: int, gid: int, init: Optional[str] = None,
     The node's processes end with the namespace: when its slurmd exits, tini exits with
     it and the kernel kills every process left in the namespace, as a node that goes down
     takes its jobs with it. The daemon's pid is then tini's child's, not the one `unshare`
-    gets (:func:`daemon_pid` finds it). With ``spool`` too, the node's spool directory
+    gets (:func:`daemon_pid`, which is cluster/runner.py's descendant_pid, finds it). With
+    ``spool`` too, the node's spool directory
     (``spool``/<node>) is a tmpfs of the namespace, and with ``ompi`` (a file) that file is
     the node's Open MPI parameter file (see _NAMESPACE_PID_SCRIPT). Without
     ``init`` the daemon keeps the pid it was started with (unshare and sh exec, they do
@@ -209,43 +210,6 @@ def namespace_prefix(hosts: str, uid: int, gid: int, init: Optional[str] = None,
         return ["unshare", "--mount", "--uts", *pid_ns, "--propagation", "private", *script]
     return ["unshare", "--user", "--map-root-user", "--mount", "--uts", *pid_ns, "--propagation", "private",
             *script, "unshare", "--user", f"--map-user={uid}", f"--map-group={gid}"]
-
-
-def _children(pid: int) -> List[int]:
-    try:
-        with open(f"/proc/{pid}/task/{pid}/children") as f:
-            return [int(c) for c in f.read().split()]
-    except (OSError, ValueError):
-        return []
-
-
-def _argv0(pid: int) -> str:
-    try:
-        with open(f"/proc/{pid}/cmdline", "rb") as f:
-            return os.path.basename(f.read().split(b"\0", 1)[0].decode(errors="replace"))
-    except OSError:
-        return ""
-
-
-def daemon_pid(started: int, program: str, timeout: float = 10.0) -> int:
-    """The pid of ``program`` started behind a PID-namespace prefix whose first process
-    (`unshare`) has pid ``started``: the first descendant that runs ``program`` (tini's
-    child, once sh has exec'd it). ``started`` itself when the chain died or took longer
-    than ``timeout``: the caller's liveness checks then see the failure and its log."""
-    deadline = time.monotonic() + timeout
-    delay = 0.001
-    while True:
-        frontier, seen = [started], 0
-        while frontier and seen < 16:
-            pid = frontier.pop(0)
-            if pid != started and _argv0(pid) == program:
-                return pid
-            frontier.extend(_children(pid))
-            seen += 1
-        if time.monotonic() > deadline or not os.path.exists(f"/proc/{started}"):
-            return started
-        time.sleep(delay)
-        delay = min(delay * 2, 0.02)
 
 
 def namespaces_work(hosts: Path, init: Optional[str] = None) -> bool:

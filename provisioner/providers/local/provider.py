@@ -106,9 +106,15 @@ class LocalProvider(Provider):
             for node in spec.nodes:
                 (layout.spool / node.name).mkdir(exist_ok=True)
                 (layout.root / "tmp" / node.name).mkdir(parents=True, exist_ok=True)  # its TmpFS
+            # Placed once, here: every host fact it needs is read now and kept in the state.
+            state.placement = self.placement(state).to_dict()
             state.save()  # the ports are taken once the state file records them
 
     def placement(self, state: ClusterState) -> Placement:
+        """The placement of a provisioned cluster, read from this host: its /etc/hosts (the
+        cluster's hosts file keeps the host's own names), Open MPI's parameter file, tini
+        and the CPUs this process may use. Called once, by provision (and for a state file
+        older than stored placements, by load_placement)."""
         layout, spec = state.layout, state.cluster_spec
         # Clusters made before nodes had addresses of their own: all on 127.0.0.1, nss_wrapper.
         addrs = state.provider_data.get("node_addrs", {})
@@ -127,19 +133,16 @@ class LocalProvider(Provider):
             extra_files[OPENMPI_PARAMS_FILE] = ompi_params
         # Clusters made before this choice was recorded keep their TaskProlog.
         task_prolog = init is None or state.provider_data.get("task_prolog", True)
-        render = RenderInputs(layout=layout, hostname=state.hostname, slurm_user=state.user,
-                              controller_port=state.controller_port, node_ports=state.node_ports,
-                              node_addrs=addrs, nss_wrapper_lib=None if in_namespace else state.nss_wrapper_lib,
-                              host_cpus=len(os.sched_getaffinity(0)),
-                              extra_context={} if task_prolog else {"task_prolog": ""})
+        render = RenderInputs(paths=NodePaths.of_layout(layout), hostname=state.hostname, slurm_user=state.user,
+                              controller_port=state.controller_port, node_ports=dict(state.node_ports),
+                              node_addrs=dict(addrs), nss_wrapper_lib=None if in_namespace else state.nss_wrapper_lib,
+                              host_cpus=len(os.sched_getaffinity(0)), task_prolog=task_prolog)
         return Placement(
-            paths=NodePaths.of_layout(layout), render=render, daemon_user=state.user, munged_on=[CONTROLLER],
+            render=render, daemon_user=state.user, munged_on=[CONTROLLER],
             config_dir=layout.etc, job_root=layout.root, job_root_in_cluster=str(layout.root),
             # Jobs run on this same host: the python running simcluster (its venv) is theirs.
             python_bin=str(Path(sys.executable).parent), gpus_renumbered=False,
-            extra_files=extra_files, skip_files=() if task_prolog else ("task_prolog.sh",),
-            slurmd_prefix=tuple(prefix),
-            slurmd_pid=(lambda started: names.daemon_pid(started, "slurmd")) if init else None,
+            extra_files=extra_files, slurmd_prefix=tuple(prefix), slurmd_forks=init is not None,
             client_env={"SLURM_CONF": str(layout.slurm_conf), "SIMCLUSTER_CLUSTER": state.name},
             dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
             usage=f'use it: eval "$(simcluster env --name {state.name})"; sinfo',

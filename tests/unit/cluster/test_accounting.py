@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import stat
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -82,7 +83,7 @@ def test_without_accounting_slurm_conf_keeps_accounting_off():
 def test_with_accounting_slurm_conf_points_at_slurmdbd():
     spec = spec_from({"accounting": True})
     inputs = fixed_inputs(spec, root="/state/acct")
-    inputs.accounting = AccountingInputs(dbd_port=24001, storage_port=24000, storage_pass="s3cret")
+    inputs = replace(inputs, accounting=AccountingInputs(dbd_port=24001, storage_port=24000, storage_pass="s3cret"))
     files = render_all(spec, inputs)
     conf = settings(files["slurm.conf"])
     assert conf["AccountingStorageType"] == "accounting_storage/slurmdbd"

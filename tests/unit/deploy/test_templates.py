@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.config.validate import validate
+from provisioner.cluster.nodepaths import NodePaths
 from provisioner.paths import PLAYBOOK_DIR, ClusterLayout, templates_dir
 from provisioner.render import RenderInputs, build_context, render_all
 
@@ -60,8 +61,9 @@ def test_role_context_has_exactly_the_python_context_keys(tmp_path):
     out = run_render_check(tmp_path, INVENTORY, {})
     role_ctx = json.loads((out / "context.json").read_text())
     spec = seed_like_spec()
-    py_ctx = build_context(spec, RenderInputs(layout=ClusterLayout(tmp_path), hostname="head", slurm_user="slurm",
-                                              controller_port=6817, node_ports={"gpu1": 6818, "gpu2": 6818}))
+    py_ctx = build_context(spec, RenderInputs(paths=NodePaths.of_layout(ClusterLayout(tmp_path)), hostname="head",
+                                              slurm_user="slurm", controller_port=6817,
+                                              node_ports={"gpu1": 6818, "gpu2": 6818}))
     assert sorted(role_ctx) == sorted(py_ctx), "the role's context.json.j2 and render.yml must pass every key"
     assert sorted(role_ctx["nodes"][0]) == sorted(py_ctx["nodes"][0])
     assert role_ctx["nodes"] == [
@@ -78,8 +80,8 @@ def test_role_context_has_exactly_the_python_context_keys(tmp_path):
 
 def test_ansible_renders_the_same_text_as_the_python_renderer(tmp_path):
     spec = seed_like_spec()
-    inputs = RenderInputs(layout=ClusterLayout(Path("/var/lib/simcluster/prod")), hostname="head", slurm_user="slurm",
-                          controller_port=6817, node_ports={"gpu1": 17016, "gpu2": 17017},
+    inputs = RenderInputs(paths=NodePaths.of_layout(ClusterLayout(Path("/var/lib/simcluster/prod"))), hostname="head",
+                          slurm_user="slurm", controller_port=6817, node_ports={"gpu1": 17016, "gpu2": 17017},
                           nss_wrapper_lib="libnss_wrapper.so")
     ctx = build_context(spec, inputs)
     out = run_render_check(tmp_path, INVENTORY, {"slurm_ctx": ctx})
