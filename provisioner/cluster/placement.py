@@ -88,11 +88,13 @@ def load_placement(state: ClusterState, provider: "Provider") -> Placement:
     """The cluster's placement: the one stored in its state file at provision time, read
     without any I/O.
 
-    Legacy path: a state file written before placements were stored (STATE_VERSION 1) has
-    none; the provider computes it from the state and the host, as every command did then,
-    and it is kept in ``state`` so that the next save (up, start, fault, repair) stores it."""
+    A state without one is asked of the provider: a state the provider discovered rather
+    than provisioned (the SSH provider reads a deployed cluster from its controller), or,
+    the legacy path, a state file written before placements were stored (STATE_VERSION 1),
+    for which the local provider reads the host as every command did then. The result is
+    kept in ``state``, so the next save of a state file (up, start, fault) stores it."""
     if state.placement is not None:
         return Placement.from_dict(state.placement)
-    placement = provider.placement(state)  # legacy: reads the host (see the docstring)
+    placement = provider.placement(state)  # discovered, or legacy (see the docstring)
     state.placement = placement.to_dict()
     return placement
