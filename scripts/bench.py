@@ -41,7 +41,7 @@ sys.path.insert(0, str(REPO))
 
 from provisioner.cluster import daemons  # noqa: E402
 from provisioner.cluster.handle import Cluster  # noqa: E402
-from provisioner.cluster.lifecycle import load  # noqa: E402
+from provisioner.clusters import load  # noqa: E402
 from provisioner.cluster.runner import find_binary  # noqa: E402
 from provisioner.cluster.steps import steps_for  # noqa: E402
 from provisioner.providers.local.processes import cluster_pids, terminate  # noqa: E402

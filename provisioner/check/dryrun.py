@@ -117,7 +117,7 @@ def cluster_spec(shape: Shape, name: str):
 def dry_run(path: str, text: str, real: bool = False, timeout: float = 120.0,
             progress: Callable[[str], None] = lambda m: None) -> RunResult:
     """Run ``path`` on a throwaway cluster and check what its processes would get."""
-    from provisioner.cluster.lifecycle import down, up
+    from provisioner.clusters import down, up
     from provisioner.providers import provider_named
     script = parse_script(path, text)
     shape = shape_of(script)
@@ -164,7 +164,7 @@ def _raise_interrupt(signum, frame):
 
 def _submit_and_wait(result: RunResult, spec, script, path: str, scratch: Path, records: Path, real: bool,
                      timeout: float, progress) -> None:
-    from provisioner.cluster.lifecycle import load
+    from provisioner.clusters import load
     cluster = load(spec.name)
     env = _shims(scratch / "bin", real)
     env["SIMCLUSTER_CHECK_DIR"] = str(records)

@@ -22,8 +22,8 @@ def command(name, argv):
     controller container, in /shared (or the matching directory when you are inside the
     cluster's shared directory on the host).
     """
-    from provisioner.cluster.lifecycle import load
-    from provisioner.verify.files import HostDirFiles
+    from provisioner.clusters import load
+    from provisioner.cluster.jobfiles import HostDirFiles
     cluster = load(name)
     pl = cluster.placement
     cwd = Path.cwd()

@@ -8,19 +8,16 @@ import click
 from provisioner.cli.common import name_option
 
 
-def _cluster(name):
-    from provisioner.cluster.lifecycle import load
-    from provisioner.errors import UsageError
-    from provisioner.errors import ClusterNotFound
+def _inject(name, verb, *args):
+    """``Injector(name).<verb>(*args)``: the fault under the cluster's lock; an unknown
+    cluster is bad input here (exit 2)."""
+    # lazy: the cluster model loads only when a fault command runs, not for --help
+    from provisioner.clusters import Injector
+    from provisioner.errors import ClusterNotFound, UsageError
     try:
-        return load(name)
+        return getattr(Injector(name), verb)(*args)
     except ClusterNotFound as exc:
         raise UsageError(exc.message, exc.hint) from None
-
-
-def _locked(name):
-    from provisioner.cluster.state import locked
-    return locked(name)
 
 
 @click.group("fault")
@@ -40,20 +37,18 @@ def command():
     """
 
 
-def _node_command(verb, doc, func_name):
+def _node_command(verb, doc):
     @command.command(verb, help=doc)
     @click.argument("node")
     @name_option
     def run(node, name):
-        from provisioner.cluster import faults
-        with _locked(name):
-            click.echo(getattr(faults, func_name)(_cluster(name), node))
+        click.echo(_inject(name, verb, node))
     return run
 
 
-_node_command("kill", "SIGKILL a node's slurmd, slurmstepd and job tasks (like a crashed host).", "kill_node")
-_node_command("pause", "Freeze a node: SIGSTOP its slurmd and job steps (docker: pause its container).", "pause_node")
-_node_command("resume", "Undo 'fault pause NODE'.", "resume_node")
+_node_command("kill", "SIGKILL a node's slurmd, slurmstepd and job tasks (like a crashed host).")
+_node_command("pause", "Freeze a node: SIGSTOP its slurmd and job steps (docker: pause its container).")
+_node_command("resume", "Undo 'fault pause NODE'.")
 
 
 @command.command("drain")
@@ -62,27 +57,21 @@ _node_command("resume", "Undo 'fault pause NODE'.", "resume_node")
 @name_option
 def drain(node, reason, name):
     """Drain a node (scontrol update state=DRAIN): running jobs finish, no new ones start."""
-    from provisioner.cluster import faults
-    with _locked(name):
-        click.echo(faults.drain_node(_cluster(name), node, reason))
+    click.echo(_inject(name, "drain", node, reason))
 
 
 @command.command("kill-controller")
 @name_option
 def kill_controller(name):
     """SIGKILL slurmctld; 'fault heal', 'start' or 'up' restart it from its saved state."""
-    from provisioner.cluster import faults
-    with _locked(name):
-        click.echo(faults.kill_controller(_cluster(name)))
+    click.echo(_inject(name, "kill_controller"))
 
 
 @command.command("stop-accounting")
 @name_option
 def stop_accounting(name):
     """SIGKILL slurmdbd (accounting clusters): jobs run on, records reach sacct after heal."""
-    from provisioner.cluster import faults
-    with _locked(name):
-        click.echo(faults.stop_accounting(_cluster(name)))
+    click.echo(_inject(name, "stop_accounting"))
 
 
 @command.command("heal")
@@ -91,7 +80,4 @@ def stop_accounting(name):
               help="How long to wait for the nodes to answer  [default: the cluster's --wait]")
 def heal(name, wait):
     """Undo every fault in effect (resume, undrain) and restart every dead daemon in place."""
-    from provisioner.cluster import faults
-    with _locked(name):
-        c = _cluster(name)
-        click.echo(faults.heal(c, lambda m: click.echo(m, err=True), wait or c.spec.wait))
+    click.echo(_inject(name, "heal", wait or None, lambda m: click.echo(m, err=True)))

@@ -11,7 +11,7 @@ from provisioner.cli.common import echo_json
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def command(as_json):
     """List local clusters (under $SIMCLUSTER_HOME) and docker clusters, with their status."""
-    from provisioner.cluster.lifecycle import list_clusters
+    from provisioner.clusters import list_clusters
     clusters = list_clusters()
     if as_json:
         echo_json(clusters)

@@ -20,7 +20,7 @@ def command(name, all_, wait):
     Only dead daemons are started (a pid that now belongs to another process, e.g. after
     a reboot, is never taken for ours); docker containers are started first.
     """
-    from provisioner.cluster.lifecycle import start
+    from provisioner.clusters import start
     names = names_of(name, all_, "running")
     for n in names:
         click.echo(start(n, timeout=wait))

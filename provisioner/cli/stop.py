@@ -10,7 +10,7 @@ from provisioner.errors import UsageError
 
 def names_of(name, all_, want_phase):
     """--name N or --all (every cluster whose phase is not ``want_phase``)."""
-    from provisioner.cluster.lifecycle import list_clusters
+    from provisioner.clusters import list_clusters
     if all_ and name:
         raise UsageError("give either --name or --all, not both")
     if not all_:
@@ -28,7 +28,7 @@ def command(name, all_):
     slurmctld gets SIGTERM first, so it saves its state; what does not stop within 15 s is
     killed. 'simcluster start' (or 'up' with the same spec) brings the cluster back.
     """
-    from provisioner.cluster.lifecycle import stop
+    from provisioner.clusters import stop
     names = names_of(name, all_, "stopped")
     for n in names:
         click.echo(stop(n))

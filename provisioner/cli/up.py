@@ -31,7 +31,7 @@ def command(name, retain, recreate, **options):
     state, munge key and database; queued jobs and accounting are kept. Only --recreate or
     `simcluster down` wipe a cluster.
     """
-    from provisioner.cluster.lifecycle import up
+    from provisioner.clusters import up
     from provisioner.providers import provider_named
     spec = load_spec_from_options(name, options)
     click.echo(up(spec, provider_named(spec.backend), retain=retain, recreate=recreate))

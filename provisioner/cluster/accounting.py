@@ -18,7 +18,7 @@ from typing import Dict, List, Optional, Tuple
 
 from provisioner.cluster import daemons
 from provisioner.cluster.handle import Cluster
-from provisioner.cluster.wait import WaitStrategy
+from provisioner.cluster.wait import WaitStrategy, daemons_guard
 from provisioner.errors import StartupError
 from provisioner.render import AccountingInputs
 
@@ -170,7 +170,7 @@ def wait_registered(cluster: Cluster, timeout: float) -> None:
         return port == want, port
 
     WaitStrategy(f"cluster '{cluster.name}' to register in accounting", check, timeout, first_delay=0.05,
-                 max_delay=0.25, guard=daemons.guard(cluster, ["mariadbd", "slurmdbd", "slurmctld"]),
+                 max_delay=0.25, guard=daemons_guard(cluster, ["mariadbd", "slurmdbd", "slurmctld"]),
                  describe=lambda seen: f"slurmdbd reports control port {seen or 'none'}, slurmctld listens on {want}",
                  logs=lambda: cluster.log_tail("slurmdbd", 15) + "\n" + cluster.log_tail("slurmctld", 15)).wait()
 

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 from typing import Callable, Dict, List, Optional
 
-from provisioner.cluster.handle import Cluster
+from provisioner.cluster.handle import Cluster, log_name
 from provisioner.cluster.placement import CONTROLLER
-from provisioner.cluster.wait import WaitStrategy
-from provisioner.errors import StartupError
+from provisioner.cluster.wait import WaitStrategy, daemons_guard
 
 # Added to each slurmd's environment. Measured with Slurm 22.05 on Debian 12
 # (docs/benchmarks.md has the numbers):
@@ -81,38 +80,11 @@ def start(cluster: Cluster, key: str, argv: List[str], env: Optional[Dict[str, s
     return pid
 
 
-def died(cluster: Cluster, key: str) -> StartupError:
-    """The error for a daemon that exited: its log tails say why."""
-    name = log_name(key)
-    runner = cluster.daemon_runner(key)
-    parts = [cluster.log_tail(key)]
-    out = runner.read_text(f"{cluster.paths.log}/{name}.out")
-    if out and out.strip():
-        parts.append(f"--- tail of {cluster.paths.log}/{name}.out ---\n" + "\n".join(out.splitlines()[-20:]))
-    return StartupError(f"{key} exited during startup", f"see {cluster.paths.daemon_log(name)} ({runner.where})",
-                        details="\n".join(parts))
-
-
-def guard(cluster: Cluster, keys: Optional[List[str]] = None):
-    """A wait guard: raise StartupError naming the first of ``keys`` (default all) that died."""
-    def check() -> None:
-        for key, alive in cluster.daemons_alive(keys).items():
-            if not alive:
-                raise died(cluster, key)
-    return check
-
-
 def wait_usable(cluster: Cluster, key: str, what: str, ready, timeout: float) -> None:
     """Wait until ``ready()`` holds for daemon ``key`` (its socket exists, its port listens)."""
     WaitStrategy(f"{key} to {what}", lambda: (ready(), None), timeout, first_delay=0.005, max_delay=0.05,
-                 guard=guard(cluster, [key]), describe=lambda _: "", logs=lambda: cluster.log_tail(key),
+                 guard=daemons_guard(cluster, [key]), describe=lambda _: "", logs=lambda: cluster.log_tail(key),
                  hint="see the log below").wait()
-
-
-def log_name(key: str) -> str:
-    """Daemon key -> its log file's name: "slurmd:node1" -> slurmd-node1; every munged -> munged
-    (each machine has one; on the local backend all nodes share it)."""
-    return "munged" if key.startswith("munged") else key.replace(":", "-")
 
 
 def munged_key(runner_key: str) -> str:

@@ -11,6 +11,11 @@ repairing `up`/`start` (dead daemons restart in place, from their saved state).
   stop-accounting   SIGKILL slurmdbd (jobs keep running; slurmctld queues the records)
   drain NODE        scontrol update state=DRAIN reason=...
   heal              undo every fault still active and restart whatever daemon is dead
+
+Every function here takes a loaded `Cluster` and runs under the cluster's lock, which its
+caller holds: provisioner/clusters.py's `Injector` (used by `simcluster fault`, `verify
+--suite faults` and the pytest plugin) takes the lock and loads the cluster inside it,
+as `up`/`down`/`stop`/`start` do (the rule is in cluster/lifecycle.py).
 """
 
 from __future__ import annotations
@@ -19,8 +24,10 @@ import signal
 import time
 from typing import Callable, Dict, List, Optional
 
+from provisioner.cluster.capabilities import Pausable, node_pids
 from provisioner.cluster.handle import Cluster
-from provisioner.cluster.repair import HOLD_REASON
+from provisioner.cluster.repair import HOLD_REASON, repair, unpause
+from provisioner.cluster.wait import nodes_ready
 from provisioner.errors import UsageError
 
 KINDS = ("kill", "pause", "kill-controller", "stop-accounting", "drain")
@@ -47,7 +54,7 @@ def check_can_inject(c: Cluster, node: Optional[str] = None) -> None:
 
 def kill_node(c: Cluster, node: str) -> str:
     check_can_inject(c, node)
-    pids = c.provider.node_pids(c.state, node)
+    pids = node_pids(c.provider, c.state, node)
     c.runner(node).kill(pids, signal.SIGKILL)
     _record(c, "kill", node)
     return f"killed node {node}: slurmd and {max(0, len(pids) - 1)} job processes (SIGKILL)"
@@ -57,29 +64,21 @@ def pause_node(c: Cluster, node: str) -> str:
     check_can_inject(c, node)
     if active(c, "pause", node):
         raise UsageError(f"node {node} is already paused", f"simcluster fault resume {node} --name {c.name}")
-    if c.provider.pause_machine(c.state, node):
+    if isinstance(c.provider, Pausable) and c.provider.pause_machine(c.state, node):
         _record(c, "pause", node, machine=True)
         return f"paused node {node} (its container is frozen)"
-    pids = c.provider.node_pids(c.state, node)
+    pids = node_pids(c.provider, c.state, node)
     c.runner(node).kill(pids, signal.SIGSTOP)
     _record(c, "pause", node, pids=pids)
     return f"paused node {node}: SIGSTOP to slurmd and {max(0, len(pids) - 1)} job processes"
 
 
 def resume_node(c: Cluster, node: str) -> str:
-    """Undo `pause NODE` (used by resume, heal and the repairing up)."""
-    found = active(c, "pause", node)
-    if not found:
+    """Undo `pause NODE` (heal, stop and the repairing up use repair.unpause directly)."""
+    if not unpause(c, node):
         if node not in c.node_names:
             raise UsageError(f"unknown node '{node}' in cluster '{c.name}'")
         raise UsageError(f"node {node} is not paused", "see 'simcluster status' for the faults in effect")
-    for f in found:
-        if f.get("machine"):
-            c.provider.unpause_machine(c.state, node)
-        else:
-            c.runner(node).kill(f.get("pids") or [], signal.SIGCONT)
-    c.state.faults = [f for f in c.state.faults if f not in found]
-    c.state.save()
     return f"resumed node {node}"
 
 
@@ -138,17 +137,14 @@ def _wait_usable(c: Cluster, progress: Callable[[str], None], timeout: float, un
     node resumed from SIGSTOP or just undrained shows `idle*` until slurmctld's next ping,
     and a caller that submits right after the heal should find the cluster as it was.
     (A drain someone else set stays; such a node only has to answer.)"""
-    from provisioner.cluster import steps
-    up = steps.UpRun(c, progress, min(timeout, 60.0))
     t0 = time.monotonic()
-    steps.wait_nodes_ready(up, lambda s: steps.responding(s) and (s.name not in undrained or s.ready),
-                           "answering slurmctld and schedulable")
+    nodes_ready(c, min(timeout, 60.0), lambda s: s.responding and (s.name not in undrained or s.ready),
+                "answering slurmctld and schedulable")
     progress(f" - waiting for {len(c.node_names)} nodes to take jobs ... done ({time.monotonic() - t0:.2f}s)")
 
 
 def heal(c: Cluster, progress: Callable[[str], None], timeout: float) -> str:
     """Undo every fault still in effect, and restart any dead daemon (the repair path)."""
-    from provisioner.cluster.repair import repair
     if c.state.phase == "stopped":
         raise UsageError(f"cluster '{c.name}' is stopped", f"start it: simcluster start --name {c.name}")
     # Daemons first: undraining needs slurmctld.
@@ -168,35 +164,3 @@ def heal(c: Cluster, progress: Callable[[str], None], timeout: float) -> str:
     if not undone:
         return f"cluster '{c.name}': nothing to heal (no fault in effect, every daemon runs)"
     return f"cluster '{c.name}' healed: " + "; ".join(undone)
-
-
-class Injector:
-    """The faults above for one cluster, as `verify --suite faults` uses them: each call
-    loads the cluster afresh and holds its lock, like the `simcluster fault` commands."""
-
-    def __init__(self, name: str):
-        self.name = name
-
-    def _do(self, func, *args):
-        from provisioner.cluster.lifecycle import load
-        from provisioner.cluster.state import locked
-        with locked(self.name):
-            return func(load(self.name), *args)
-
-    @property
-    def fast(self) -> bool:
-        """True when the cluster detects dead nodes fast (up --fast-failure)."""
-        from provisioner.cluster.lifecycle import load
-        return load(self.name).spec.failure_detection == "fast"
-
-    def kill(self, node: str) -> str:
-        return self._do(kill_node, node)
-
-    def kill_controller(self) -> str:
-        return self._do(kill_controller)
-
-    def stop_accounting(self) -> str:
-        return self._do(stop_accounting)
-
-    def heal(self, timeout: float = 120.0) -> str:
-        return self._do(heal, lambda line: None, timeout)

@@ -23,6 +23,12 @@ if TYPE_CHECKING:
 MARKER_VAR = "SIMCLUSTER_STATE_DIR"
 
 
+def log_name(key: str) -> str:
+    """Daemon key -> its log file's name: "slurmd:node1" -> slurmd-node1; every munged -> munged
+    (each machine has one; on the local backend all nodes share it)."""
+    return "munged" if key.startswith("munged") else key.replace(":", "-")
+
+
 class Cluster:
     def __init__(self, state: ClusterState, provider: "Provider"):
         self.state = state
@@ -95,7 +101,6 @@ class Cluster:
 
     def log_tail(self, daemon: str, lines: int = 20) -> str:
         """The last lines of a daemon's log file, read where the daemon runs."""
-        from provisioner.cluster.daemons import log_name
         path = self.paths.daemon_log(log_name(daemon))
         text = self.daemon_runner(daemon).read_text(path)
         if text is None:

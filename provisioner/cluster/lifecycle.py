@@ -1,33 +1,42 @@
-"""Create, find, list and delete clusters, the same way on every backend.
+"""Create, repair and stop one cluster, given its provider: the same way on every backend.
 
-`up` validates everything before it creates anything, provisions the machines through
-the spec's provider, runs the shared step list, and on failure deletes what it made
-unless --retain (kind's create). On a cluster that exists with the same spec, `up`
-repairs it in place (cluster/repair.py), never wiping it; one with a different spec is a
-one-line conflict; --recreate or `down` wipe. `stop`/`start` keep every file.
+`create` provisions the machines through the provider, runs the shared step list and on
+failure deletes what it made unless --retain (kind's create). `repair_in_place` brings a
+cluster that exists back without wiping it (cluster/repair.py); `stop` stops its daemons
+and keeps every file. Clusters by *name* (find, load, up, down, start, list: the provider
+registry, and the lock) are one level up, in provisioner/clusters.py: nothing in
+cluster/ imports the providers, which build on cluster/.
+
+Locking, one rule for lifecycle and faults: whatever takes a cluster *name* and changes
+the cluster (provisioner/clusters.py: up, down, stop, start, and every `Injector` method,
+the `simcluster fault` commands) takes the cluster's lock (state.locked) and loads the
+cluster inside it. Everything that takes a `Cluster` or a provider (this module,
+faults.py, repair.py, steps.py) runs under the lock its caller holds and never takes it.
+So each command locks exactly once, at its top, and the state it loaded cannot change
+under it.
 """
 
 from __future__ import annotations
 
-import os
 import getpass
+import os
+import shutil
+import signal
 import socket
-import sys
 import time
-from typing import Callable, Dict, List, Optional
+from typing import TYPE_CHECKING, Callable, List
 
+from provisioner.cluster.capabilities import Stoppable, machines_running
 from provisioner.cluster.handle import Cluster
-from provisioner.cluster.state import ClusterState, all_states, locked
+from provisioner.cluster.repair import paused_nodes, repair, unpause
+from provisioner.cluster.state import ClusterState
 from provisioner.cluster.steps import UpRun, run_steps
+from provisioner.cluster.wait import WaitTimeout, poll_until
 from provisioner.config.types import ClusterSpec
-from provisioner.cluster.repair import repair
-from provisioner.errors import ClusterConflict, ClusterNotFound, UsageError, SimclusterError
 from provisioner.paths import ClusterLayout
-from provisioner.providers import Provider, provider_named, registered_providers
 
-
-def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+if TYPE_CHECKING:  # typing only: providers build on cluster/, never the other way round
+    from provisioner.providers.base import Provider
 
 
 def _user() -> str:
@@ -37,80 +46,36 @@ def _user() -> str:
         return str(os.getuid())
 
 
-def find_state(name: str, providers: Optional[List[Provider]] = None) -> Optional[ClusterState]:
-    """The state of cluster ``name``: its state file, else one of ``providers`` (default: every
-    backend that answers here) that still finds it."""
-    st = ClusterState.load(ClusterLayout.for_name(name))
-    if st is not None:
-        return st
-    for provider in registered_providers(available_only=True) if providers is None else providers:
-        st = provider.discover(name)
-        if st is not None:
-            return st
-    return None
-
-
-def load(name: str) -> Cluster:
-    """Cluster ``name`` on whichever backend made it."""
-    st = find_state(name)
-    if st is None:
-        raise ClusterNotFound(f"no cluster named '{name}'", "see 'simcluster list', or create it with 'simcluster up'")
-    return Cluster(st, provider_named(st.backend))
-
-
 def is_running(cluster: Cluster) -> bool:
-    return (cluster.state.phase == "running" and all(cluster.provider.machines_running(cluster.state).values())
+    return (cluster.state.phase == "running" and all(machines_running(cluster.provider, cluster.state).values())
             and all(cluster.daemons_alive().values()))
 
 
-def up(spec: ClusterSpec, provider: Provider, retain: bool = False, recreate: bool = False,
-       progress: Callable[[str], None] = _stderr) -> str:
-    """Create cluster ``spec`` and wait until it is ready; return the summary line.
-
-    On an existing cluster with the same spec, `up` repairs it in place (dead daemons start
-    again with their ports, files and saved state; nothing is deleted, even if the repair
-    fails). A different spec is a conflict. Only --recreate (or `down`) wipes a cluster."""
+def create(spec: ClusterSpec, provider: "Provider", retain: bool, progress: Callable[[str], None]) -> str:
+    """Make cluster ``spec`` on ``provider`` from nothing and wait until it is ready; return
+    `up`'s summary line. On failure what was made is deleted again, unless ``retain``.
+    The caller holds the lock and has cleared away any earlier cluster of that name."""
     layout = ClusterLayout.for_name(spec.name)
-    with locked(spec.name):
-        # Only the spec's own backend is asked: asking the others (an engine round trip for
-        # docker) would slow down every local `up`.
-        existing = find_state(spec.name, [provider])
-        if existing is not None and not recreate:
-            if existing.cluster_spec.identity() != spec.identity():
-                raise ClusterConflict(f"cluster '{spec.name}' already exists with a different spec",
-                                      f"run 'simcluster down --name {spec.name}' first, add --recreate to "
-                                      "replace it (its jobs and state are lost), or pick another --name")
-            if existing.phase in ("running", "stopped"):
-                return _repair_message(Cluster(existing, provider_named(existing.backend)), progress, spec.wait,
-                                       "repaired")
-        provider.sanity_checks(spec)
-        if existing is not None or layout.root.exists():
-            # --recreate, or a cluster whose first `up` never finished: clear it away first.
-            progress(f" - removing cluster '{spec.name}' (--recreate)" if recreate and existing is not None
-                     else f" - replacing the half-made cluster '{spec.name}'")
-            if existing is not None:
-                provider_named(existing.backend).delete(existing)
-            _remove_dir(layout)
-        t0 = time.monotonic()
-        state = ClusterState(name=spec.name, backend=provider.name, spec=spec.to_dict(), root=str(layout.root),
-                             hostname=socket.gethostname().split(".")[0], user=_user(), controller_port=0,
-                             node_ports={})
-        layout.root.mkdir(parents=True, exist_ok=True)
-        os.chmod(layout.root, 0o700)
-        try:
-            provider.provision(spec, state, progress)
-            state.save()  # from here on, `down` can find and remove whatever gets started
-            cluster = Cluster(state, provider)
-            run_steps(UpRun(cluster, progress, spec.wait))
-        except BaseException:
-            # Only a cluster this same `up` created is deleted on failure.
-            if retain:
-                state.save()
-                progress(f"keeping the failed cluster for inspection (--retain): {layout.root}")
-            else:
-                provider.delete(state)
-                _remove_dir(layout)
-            raise
+    t0 = time.monotonic()
+    state = ClusterState(name=spec.name, backend=provider.name, spec=spec.to_dict(), root=str(layout.root),
+                         hostname=socket.gethostname().split(".")[0], user=_user(), controller_port=0,
+                         node_ports={})
+    layout.root.mkdir(parents=True, exist_ok=True)
+    os.chmod(layout.root, 0o700)
+    try:
+        provider.provision(spec, state, progress)
+        state.save()  # from here on, `down` can find and remove whatever gets started
+        cluster = Cluster(state, provider)
+        run_steps(UpRun(cluster, progress, spec.wait))
+    except BaseException:
+        # Only a cluster this same `up` created is deleted on failure.
+        if retain:
+            state.save()
+            progress(f"keeping the failed cluster for inspection (--retain): {layout.root}")
+        else:
+            provider.delete(state)
+            remove_dir(layout)
+        raise
     took = time.monotonic() - t0
     gpus = spec.all_gpus
     gpu_note = f", GPUs {','.join(map(str, gpus))}{' (fake)' if spec.fake_gpus else ''}" if gpus else ""
@@ -120,7 +85,8 @@ def up(spec: ClusterSpec, provider: Provider, retain: bool = False, recreate: bo
             f"{len(spec.nodes)} nodes idle{gpu_note}{acct_note} in {took:.2f}s\n{cluster.placement.usage}")
 
 
-def _repair_message(cluster: Cluster, progress: Callable[[str], None], timeout: float, verb: str) -> str:
+def repair_in_place(cluster: Cluster, progress: Callable[[str], None], timeout: float, verb: str) -> str:
+    """`up` on a cluster that exists with the same spec, and `start`: restart what is dead."""
     t0 = time.monotonic()
     restarted = repair(cluster, progress, timeout)
     if not restarted:
@@ -130,107 +96,39 @@ def _repair_message(cluster: Cluster, progress: Callable[[str], None], timeout: 
             f"same ports, state and jobs\n{cluster.placement.usage}")
 
 
-def _existing(name: str, what: str) -> Cluster:
-    st = ClusterState.load(ClusterLayout.for_name(name))
-    if st is None:
-        raise UsageError(f"no cluster named '{name}'", "see 'simcluster list'")
-    if st.phase not in ("running", "stopped"):
-        raise UsageError(f"cluster '{name}' was never fully created, so it cannot be {what}",
-                         f"run 'simcluster up --name {name} --recreate' or 'simcluster down --name {name}'")
-    return Cluster(st, provider_named(st.backend))
-
-
 # Stopped in this order: nodes first (no new work), slurmctld (it saves its state on SIGTERM),
 # then accounting, munged last (the others still talk to it while they shut down).
 STOP_ORDER = ("slurmd:", "slurmctld", "slurmdbd", "mariadbd", "munged")
 
 
-def stop(name: str, grace: float = 15.0) -> str:
-    """Stop every daemon of cluster ``name`` gracefully and keep all of its state."""
-    import signal
-    from provisioner.cluster import faults
-    with locked(name):
-        c = _existing(name, "stopped")
-        t0 = time.monotonic()
-        if c.state.phase == "stopped" and not any(c.daemons_alive().values()):
-            raise UsageError(f"cluster '{name}' is already stopped", f"start it: simcluster start --name {name}")
-        for f in faults.active(c, "pause"):
-            faults.resume_node(c, f["node"])
-        for prefix in STOP_ORDER:
-            keys = [k for k in c.state.pids if k.startswith(prefix)]
-            if not keys:
-                continue
-            c.signal_daemons(keys, signal.SIGTERM)
-            deadline = time.monotonic() + grace
-            while time.monotonic() < deadline and any(c.daemons_alive(keys).values()):
-                time.sleep(0.05)
-            c.signal_daemons(keys, signal.SIGKILL)  # stragglers
+def stop(c: Cluster, grace: float = 15.0) -> str:
+    """Stop every daemon of ``c`` gracefully (SIGTERM, SIGKILL after ``grace`` s) and keep
+    all of its state; paused nodes are resumed first (a stopped process takes no SIGTERM)."""
+    t0 = time.monotonic()
+    for node in paused_nodes(c):
+        unpause(c, node)
+    for prefix in STOP_ORDER:
+        keys = [k for k in c.state.pids if k.startswith(prefix)]
+        if not keys:
+            continue
+        c.signal_daemons(keys, signal.SIGTERM)
+        try:
+            poll_until(lambda: (not any(c.daemons_alive(keys).values()), None), grace, first_delay=0.05,
+                       max_delay=0.05)
+        except WaitTimeout:
+            pass  # killed below
+        c.signal_daemons(keys, signal.SIGKILL)  # stragglers
+    if isinstance(c.provider, Stoppable):
         c.provider.stop_machines(c.state)
-        c.state.phase = "stopped"
-        c.state.faults = [f for f in c.state.faults if f.get("what") == "drain"]  # kept by slurmctld's state
-        c.state.save()
-    return (f"cluster '{name}' stopped in {time.monotonic() - t0:.2f}s (state kept in {c.state.root}; "
-            f"'simcluster start --name {name}' brings it back)")
+    c.state.phase = "stopped"
+    c.state.faults = [f for f in c.state.faults if f.get("what") == "drain"]  # kept by slurmctld's state
+    c.state.save()
+    return (f"cluster '{c.name}' stopped in {time.monotonic() - t0:.2f}s (state kept in {c.state.root}; "
+            f"'simcluster start --name {c.name}' brings it back)")
 
 
-def start(name: str, progress: Callable[[str], None] = _stderr, timeout: Optional[float] = None) -> str:
-    """Start a stopped cluster (or one whose daemons died, e.g. after a reboot) in place."""
-    with locked(name):
-        c = _existing(name, "started")
-        if c.state.phase == "running" and is_running(c):
-            raise UsageError(f"cluster '{name}' is already running", "see 'simcluster status'")
-        return _repair_message(c, progress, timeout or c.spec.wait, "started")
-
-
-def _remove_dir(layout: ClusterLayout) -> None:
-    import shutil
+def remove_dir(layout: ClusterLayout) -> None:
     shutil.rmtree(layout.root, ignore_errors=True)
 
 
-def down(name: str) -> str:
-    """Stop every process or container of cluster ``name`` and delete its state."""
-    layout = ClusterLayout.for_name(name)
-    with locked(name):
-        t0 = time.monotonic()
-        st = find_state(name)
-        if st is None:
-            orphan = next((p for p in registered_providers(available_only=True) if name in p.orphans()), None)
-            if orphan is None and not layout.root.exists():
-                raise ClusterNotFound(f"no cluster named '{name}'", "see 'simcluster list'")
-            if orphan is not None:
-                orphan.delete_orphan(name)
-            survivors: List[int] = []
-        else:
-            survivors = provider_named(st.backend).delete(st)
-        _remove_dir(layout)
-    note = f" ({len(survivors)} processes would not die: {survivors})" if survivors else ""
-    return f"cluster '{name}' removed in {time.monotonic() - t0:.2f}s{note}"
-
-
-def list_clusters() -> List[Dict]:
-    """Every cluster on this machine: name, backend, nodes, running/stopped/degraded."""
-    result = []
-    names = set()
-    for st in all_states():
-        cluster = Cluster(st, provider_named(st.backend))
-        try:
-            machines = cluster.provider.machines_running(st)
-            alive = cluster.daemons_alive()
-        except SimclusterError as exc:  # e.g. docker clusters while no engine runs: list the rest
-            machines, alive = {}, {}
-            status = f"unknown ({exc.message})"
-        else:
-            up_count = sum(alive.values())
-            if up_count == len(alive) and st.phase == "running" and all(machines.values()):
-                status = "running"
-            else:
-                status = "stopped" if up_count == 0 else "degraded"
-        result.append({"name": st.name, "backend": st.backend, "nodes": len(cluster.spec.nodes), "status": status,
-                       "state_dir": st.root})
-        names.add(st.name)
-    for provider in registered_providers(available_only=True):
-        for name in provider.orphans():
-            if name not in names:
-                result.append({"name": name, "backend": provider.name, "nodes": None, "status": "orphaned",
-                               "state_dir": None})
-    return result
+__all__: List[str] = ["create", "is_running", "remove_dir", "repair_in_place", "stop", "STOP_ORDER"]

@@ -13,12 +13,15 @@ from __future__ import annotations
 import signal
 import time
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
+from provisioner.cluster.capabilities import machines_running
 from provisioner.cluster import accounting, daemons, steps
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.slurm import NodeState
 from provisioner.cluster.steps import UpRun
+from provisioner.cluster.wait import WaitTimeout, nodes_ready, poll_until
+from provisioner.render import TIMEOUTS
 
 
 @dataclass
@@ -43,15 +46,36 @@ def hung_nodes(cluster: Cluster, alive: Dict[str, bool],
     states = cluster.client.node_states() if states is None else states
     if not states:
         return []
-    paused = {f.get("node") for f in cluster.state.faults if f.get("what") == "pause"}
+    paused = paused_nodes(cluster)
     return [n for n in cluster.node_names
-            if alive.get(f"slurmd:{n}") and n in states and not steps.responding(states[n]) and n not in paused]
+            if alive.get(f"slurmd:{n}") and n in states and not states[n].responding and n not in paused]
+
+
+def paused_nodes(cluster: Cluster) -> List[str]:
+    """The nodes `fault pause` froze, in the order they were paused."""
+    return [f["node"] for f in cluster.state.faults if f.get("what") == "pause"]
+
+
+def unpause(cluster: Cluster, node: str) -> bool:
+    """Undo `fault pause NODE` (resume, heal, stop and the repairing up/start): unfreeze its
+    container, or SIGCONT the processes the pause stopped; drop the record and save the
+    state. False when the node was not paused."""
+    found = [f for f in cluster.state.faults if f.get("what") == "pause" and f.get("node") == node]
+    for f in found:
+        if f.get("machine"):
+            cluster.provider.unpause_machine(cluster.state, node)
+        else:
+            cluster.runner(node).kill(f.get("pids") or [], signal.SIGCONT)
+    if found:
+        cluster.state.faults = [f for f in cluster.state.faults if f not in found]
+        cluster.state.save()
+    return bool(found)
 
 
 def plan(cluster: Cluster) -> RepairPlan:
     st = cluster.state
-    machines = cluster.provider.machines_running(st)
-    paused = [f["node"] for f in st.faults if f.get("what") == "pause"]
+    machines = machines_running(cluster.provider, st)
+    paused = paused_nodes(cluster)
     p = RepairPlan(machines=[k for k, up in machines.items() if not up and k not in paused], paused=paused)
     if p.machines and len(p.machines) == len(machines):
         p.dead = list(st.pids)  # every machine is down: nothing to ask
@@ -69,7 +93,6 @@ def _still_hung(cluster: Cluster, alive: Dict[str, bool], hung: List[str]) -> Li
     that was slow on a loaded host (the soak saw node[1-3] '*' at once, with no fault):
     slurmctld pings it again within SlurmdTimeout/3 s, so wait for one more ping round
     (MessageTimeout + 2 s) before restarting a slurmd that works."""
-    from provisioner.render import TIMEOUTS
     if not hung:
         return hung
     states = cluster.client.node_states() or {}
@@ -77,11 +100,16 @@ def _still_hung(cluster: Cluster, alive: Dict[str, bool], hung: List[str]) -> Li
     if not maybe:
         return hung
     timeouts = TIMEOUTS.get(cluster.spec.failure_detection, TIMEOUTS["normal"])
-    deadline = time.monotonic() + timeouts["message"] + 2
-    while maybe and time.monotonic() < deadline:
-        time.sleep(0.5)
+
+    def answered() -> Tuple[bool, List[str]]:
+        nonlocal states, maybe
         states = cluster.client.node_states() or states
-        maybe = [n for n in maybe if n in states and not steps.responding(states[n])]
+        maybe = [n for n in maybe if n in states and not states[n].responding]
+        return not maybe, maybe
+    try:
+        poll_until(answered, timeouts["message"] + 2, first_delay=0.5, max_delay=0.5)
+    except WaitTimeout:
+        pass  # the nodes still in ``maybe`` stay hung: they are restarted
     recovered = set(hung) - set(maybe) - {n for n in hung if states.get(n) and
                                          states[n].state.lower().startswith("down")}
     return [n for n in hung if n not in recovered]
@@ -128,19 +156,21 @@ def hold_for_retried_rpcs(cluster: Cluster, nodes: List[str]) -> List[str]:
 
 
 def release_after_retried_rpcs(cluster: Cluster, held: List[str], timeout: float) -> None:
-    """Wait until slurmctld's retry list is empty (at most one retry round), then resume ``held``."""
-    from provisioner.render import TIMEOUTS
+    """Wait until slurmctld's retry list is empty (at most one retry round), then resume ``held``
+    (after the round they are resumed anyway: the retries are over by then)."""
     timeouts = TIMEOUTS.get(cluster.spec.failure_detection, TIMEOUTS["normal"])
-    deadline = time.monotonic() + min(timeout, RPC_RETRY_INTERVAL + 3 * timeouts["message"] + 5)
-    while time.monotonic() < deadline and (agent_queue_size(cluster) or 0) > 0:
-        time.sleep(1.0)
+    try:
+        poll_until(lambda: ((agent_queue_size(cluster) or 0) == 0, None),
+                   min(timeout, RPC_RETRY_INTERVAL + 3 * timeouts["message"] + 5), first_delay=1.0, max_delay=1.0)
+    except WaitTimeout:
+        pass
     for n in held:
         cluster.client.run(["scontrol", "update", f"nodename={n}", "state=resume"], timeout=20)
 
 
 def repair(cluster: Cluster, progress: Callable[[str], None], timeout: float) -> List[str]:
-    """Restart what is dead or hung; return what was restarted ([] when nothing was wrong)."""
-    from provisioner.cluster import faults
+    """Restart what is dead or hung; return what was restarted ([] when nothing was wrong).
+    The caller holds the cluster's lock (cluster/lifecycle.py says why)."""
     p = plan(cluster)
     if p.empty:
         return []
@@ -159,7 +189,7 @@ def repair(cluster: Cluster, progress: Callable[[str], None], timeout: float) ->
             progress(f" - {what} ... {status} ({time.monotonic() - t0:.2f}s)")
 
     if p.paused:
-        step(f"resuming paused {', '.join(p.paused)}", lambda: [faults.resume_node(c, n) for n in p.paused])
+        step(f"resuming paused {', '.join(p.paused)}", lambda: [unpause(c, n) for n in p.paused])
         done += [f"{n} (resumed)" for n in p.paused]
     if p.machines:
         step(f"starting {len(p.machines)} stopped machines", lambda: c.provider.start_machines(st, p.machines))
@@ -197,7 +227,7 @@ def repair(cluster: Cluster, progress: Callable[[str], None], timeout: float) ->
     done += sorted(k for k in dead if not k.startswith("slurmd:"))
     done += [f"slurmd:{n}" + (" (not answering)" if n in p.hung else "") for n in nodes]
     step(f"waiting for {len(c.node_names)} nodes to answer",
-         lambda: steps.wait_nodes_ready(up, steps.responding, "responding"))
+         lambda: nodes_ready(c, timeout, lambda s: s.responding, "responding"))
     if c.spec.accounting and dead & {"slurmctld", "slurmdbd", "mariadbd"}:
         step("waiting for slurmctld to register with slurmdbd", lambda: accounting.wait_registered(c, timeout))
     # The daemons a fault killed run again; pauses are undone. Drains stay (fault heal undoes them).

@@ -37,6 +37,12 @@ class NodeState:
         base = self.state.lower().split("+")[0].rstrip("*~#!%$@^-")
         return base in READY_STATES and not self.state.endswith("*")
 
+    @property
+    def responding(self) -> bool:
+        """The node's slurmd answers slurmctld (idle, allocated, drained ...; not DOWN, not '*')."""
+        base = self.state.lower().split("+")[0].rstrip("*~#!%$@^-")
+        return not self.state.endswith("*") and base not in ("down", "unknown", "future")
+
 
 def parse_sinfo(text: str) -> Dict[str, NodeState]:
     """Parse the output of SINFO_NODE_ARGS (one line per node and partition)."""

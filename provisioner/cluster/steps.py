@@ -17,8 +17,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from provisioner.cluster import accounting, daemons
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.placement import CONTROLLER
-from provisioner.cluster.slurm import NodeState, format_node_table
-from provisioner.cluster.wait import WaitStrategy
+from provisioner.cluster.wait import nodes_ready
 from provisioner.render import render_all, write_files
 
 
@@ -126,54 +125,6 @@ def start_slurmds(up: UpRun, nodes: Optional[List[str]] = None) -> None:
                                                env=daemons.slurmd_env(c, node), own_pid=c.placement.slurmd_pid))
 
 
-def responding(state: NodeState) -> bool:
-    """The node's slurmd answers slurmctld (idle, allocated, drained ...; not DOWN, not '*')."""
-    base = state.state.lower().split("+")[0].rstrip("*~#!%$@^-")
-    return not state.state.endswith("*") and base not in ("down", "unknown", "future")
-
-
-def wait_nodes_ready(up: UpRun, ready: Callable[[NodeState], bool] = lambda s: s.ready,
-                     adjective: str = "idle") -> None:
-    c = up.cluster
-    names = c.node_names
-    client = c.client
-
-    def check() -> Tuple[bool, Optional[Dict[str, NodeState]]]:
-        states = client.node_states()
-        return states is not None and all(n in states and ready(states[n]) for n in names), states
-
-    def describe(states: Optional[Dict[str, NodeState]]) -> str:
-        if states is None:
-            return "slurmctld did not answer sinfo"
-        bad = [n for n in names if n not in states or not ready(states[n])]
-        return f"nodes not {adjective} ({len(bad)} of {len(names)}):\n" + format_node_table(states, bad[:20])
-
-    def headline(states: Optional[Dict[str, NodeState]]) -> str:
-        bad = [n for n in names if not states or n not in states or not ready(states[n])]
-        return f"{len(bad)} of {len(names)} nodes are not {adjective}"
-
-    def logs() -> str:
-        states = client.node_states() or {}
-        bad = [n for n in names if n not in states or not ready(states[n])]
-        return "\n".join([c.log_tail("slurmctld", 15)] + [c.log_tail(f"slurmd:{n}", 15) for n in bad[:2]])
-
-    # Bigger clusters: each sinfo costs more, so poll a little less often.
-    WaitStrategy(f"{len(names)} nodes to be {adjective}", check, up.timeout, first_delay=0.01,
-                 max_delay=0.05 if len(names) <= 16 else 0.25, guard=_throttled(daemons.guard(c)),
-                 describe=describe, logs=logs, headline=headline).wait()
-
-
-def _throttled(check: Callable[[], None], every: float = 0.5) -> Callable[[], None]:
-    """Run ``check`` at most every ``every`` seconds (asking a docker cluster's machines is not free)."""
-    last = [0.0]
-
-    def run() -> None:
-        if time.monotonic() - last[0] >= every:
-            last[0] = time.monotonic()
-            check()
-    return run
-
-
 def _accounting(c: Cluster) -> bool:
     return c.spec.accounting
 
@@ -195,7 +146,8 @@ STEPS: Tuple[Step, ...] = (
          _accounting),
     Step("slurmctld", lambda c: f"starting slurmctld on port {c.state.controller_port}", start_slurmctld),
     Step("slurmd", lambda c: f"starting {len(c.spec.nodes)} slurmd", start_slurmds),
-    Step("ready", lambda c: f"waiting for {len(c.spec.nodes)} nodes to be idle", wait_nodes_ready),
+    Step("ready", lambda c: f"waiting for {len(c.spec.nodes)} nodes to be idle",
+         lambda up: nodes_ready(up.cluster, up.timeout)),
     Step("registered", lambda c: "waiting for slurmctld to register with slurmdbd",
          lambda up: accounting.wait_registered(up.cluster, up.timeout), _accounting),
 )

@@ -5,14 +5,21 @@ A WaitStrategy has a timeout and a poll interval (backing off from ``first_delay
 on timeout raises a StartupError that says what was waited for, what was last seen, and
 the log tails that explain it. No fixed sleeps: a fast cluster is seen ready within
 milliseconds of being ready.
+
+Every poll in simcluster that waits for something to happen goes through here
+(``poll_until`` or a ``WaitStrategy``), so each has a timeout and says on timeout what it
+last saw. ``nodes_ready`` is the one "every node answers / is idle" wait; ``daemons_guard``
+is the "it died" guard the daemon waits share.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Callable, Generic, Optional, Tuple, TypeVar
+from typing import Callable, Dict, Generic, List, Optional, Tuple, TypeVar
 
+from provisioner.cluster.handle import Cluster, log_name
+from provisioner.cluster.slurm import NodeState, format_node_table
 from provisioner.errors import StartupError
 
 T = TypeVar("T")
@@ -26,8 +33,10 @@ class WaitTimeout(Exception):
 
 
 def poll_until(check: Callable[[], Tuple[bool, T]], timeout: float, first_delay: float = 0.005,
-               max_delay: float = 0.1) -> T:
-    """Call ``check`` until it returns (True, value); raise WaitTimeout with the last value."""
+               max_delay: float = 0.1, factor: float = 1.5) -> T:
+    """Call ``check`` until it returns (True, value); raise WaitTimeout with the last value.
+    The pause between calls starts at ``first_delay`` and grows ``factor`` times up to
+    ``max_delay``; the first call is at once, the last one at ``timeout``."""
     start = time.monotonic()
     delay = first_delay
     while True:
@@ -38,7 +47,7 @@ def poll_until(check: Callable[[], Tuple[bool, T]], timeout: float, first_delay:
         if elapsed >= timeout:
             raise WaitTimeout(elapsed, last)
         time.sleep(min(delay, max(0.0, timeout - elapsed)))
-        delay = min(delay * 1.5, max_delay)
+        delay = min(delay * factor, max_delay)
 
 
 @dataclass
@@ -74,3 +83,76 @@ class WaitStrategy(Generic[T]):
             summary = f": {self.headline(exc.last_seen)}" if self.headline else ""
             raise StartupError(f"timed out after {exc.waited:.0f}s waiting for {self.what}{summary}", self.hint,
                                details=details) from None
+
+
+def daemon_died(cluster: Cluster, key: str) -> StartupError:
+    """The error for a daemon that exited: its log tails say why."""
+    name = log_name(key)
+    runner = cluster.daemon_runner(key)
+    parts = [cluster.log_tail(key)]
+    out = runner.read_text(f"{cluster.paths.log}/{name}.out")
+    if out and out.strip():
+        parts.append(f"--- tail of {cluster.paths.log}/{name}.out ---\n" + "\n".join(out.splitlines()[-20:]))
+    return StartupError(f"{key} exited during startup", f"see {cluster.paths.daemon_log(name)} ({runner.where})",
+                        details="\n".join(parts))
+
+
+def daemons_guard(cluster: Cluster, keys: Optional[List[str]] = None) -> Callable[[], None]:
+    """A wait guard: raise StartupError naming the first of ``keys`` (default all) that died."""
+    def check() -> None:
+        for key, alive in cluster.daemons_alive(keys).items():
+            if not alive:
+                raise daemon_died(cluster, key)
+    return check
+
+
+def throttled(check: Callable[[], None], every: float = 0.5) -> Callable[[], None]:
+    """Run ``check`` at most every ``every`` seconds (asking a docker cluster's machines is not free)."""
+    last = [0.0]
+
+    def run() -> None:
+        if time.monotonic() - last[0] >= every:
+            last[0] = time.monotonic()
+            check()
+    return run
+
+
+def idle(state: NodeState) -> bool:
+    """The default readiness: the node answers and takes jobs (idle, mixed, allocated)."""
+    return state.ready
+
+
+def nodes_ready(cluster: Cluster, timeout: float, ready: Callable[[NodeState], bool] = idle,
+                adjective: str = "idle", guard: bool = True) -> Dict[str, NodeState]:
+    """THE "nodes ready" wait: until ``ready(state)`` holds for every node of ``cluster`` in
+    sinfo; return the states last seen. `up`, a repair, `fault heal` and the pytest
+    plugin's heal all wait here. With ``guard``, a dead daemon of the cluster ends the
+    wait at once (its log tails say why); on timeout the error lists the nodes that are not
+    ``adjective`` with their state and reason, and the tails of slurmctld's log and of the
+    first two such nodes' slurmd logs."""
+    names = cluster.node_names
+    client = cluster.client
+
+    def not_ready(states: Optional[Dict[str, NodeState]]) -> List[str]:
+        return [n for n in names if not states or n not in states or not ready(states[n])]
+
+    def check() -> Tuple[bool, Optional[Dict[str, NodeState]]]:
+        states = client.node_states()
+        return states is not None and not not_ready(states), states
+
+    def describe(states: Optional[Dict[str, NodeState]]) -> str:
+        if states is None:
+            return "slurmctld did not answer sinfo"
+        bad = not_ready(states)
+        return f"nodes not {adjective} ({len(bad)} of {len(names)}):\n" + format_node_table(states, bad[:20])
+
+    def logs() -> str:
+        bad = not_ready(client.node_states() or {})
+        return "\n".join([cluster.log_tail("slurmctld", 15)] + [cluster.log_tail(f"slurmd:{n}", 15) for n in bad[:2]])
+
+    # Bigger clusters: each sinfo costs more, so poll a little less often.
+    return WaitStrategy(f"{len(names)} nodes to be {adjective}", check, timeout, first_delay=0.01,
+                        max_delay=0.05 if len(names) <= 16 else 0.25,
+                        guard=throttled(daemons_guard(cluster)) if guard else None, describe=describe, logs=logs,
+                        headline=lambda states: f"{len(not_ready(states))} of {len(names)} nodes are not {adjective}"
+                        ).wait()

@@ -1,7 +1,7 @@
 """`slurm_faults`: `simcluster fault` for a test, every fault healed when the test ends.
 
 Each call loads the cluster afresh and holds its lock, exactly like the `simcluster fault`
-commands (cluster/faults.py's Injector); the fixture remembers every cluster it was used
+commands (both go through provisioner/clusters.py's Injector); the fixture remembers every cluster it was used
 on, and at teardown runs `fault heal` on each and waits until all of its nodes are ready,
 so the next test that reuses a session cluster finds it whole.
 """
@@ -10,8 +10,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from provisioner.cluster import faults
-from provisioner.cluster.faults import Injector
+from provisioner.cluster.wait import nodes_ready
+from provisioner.clusters import Injector, load
+from provisioner.errors import ClusterNotFound, StartupError
 from provisioner.testing.handle import SlurmCluster
 
 
@@ -34,13 +35,13 @@ class SlurmFaults:
         return self._inj(cluster).kill(node)
 
     def pause(self, node: str, cluster: Optional[SlurmCluster] = None) -> str:
-        return self._inj(cluster)._do(faults.pause_node, node)
+        return self._inj(cluster).pause(node)
 
     def resume(self, node: str, cluster: Optional[SlurmCluster] = None) -> str:
-        return self._inj(cluster)._do(faults.resume_node, node)
+        return self._inj(cluster).resume(node)
 
     def drain(self, node: str, reason: str = "slurm_faults", cluster: Optional[SlurmCluster] = None) -> str:
-        return self._inj(cluster)._do(faults.drain_node, node, reason)
+        return self._inj(cluster).drain(node, reason)
 
     def kill_controller(self, cluster: Optional[SlurmCluster] = None) -> str:
         return self._inj(cluster).kill_controller()
@@ -54,7 +55,6 @@ class SlurmFaults:
 
     def heal_all(self, timeout: float = 120.0) -> List[str]:
         """Teardown: heal every cluster this fixture touched; return the messages."""
-        from provisioner.errors import ClusterNotFound
         done = []
         for name, inj in self._touched.items():
             try:
@@ -70,19 +70,7 @@ def wait_all_ready(name: str, timeout: float) -> None:
     the nodes that cannot, after ``timeout``). `fault heal` waits only for the nodes it
     undrained to take jobs (the others just have to answer); the next test on a reused
     cluster must find every node usable."""
-    from provisioner.cluster.lifecycle import load
-    from provisioner.cluster.wait import WaitTimeout, poll_until
-    cluster = load(name)
-    client = cluster.client
-
-    def check():
-        states = client.node_states() or {}
-        bad = {n: (states[n].state if n in states else "missing") for n in cluster.node_names
-               if n not in states or not states[n].ready}
-        return not bad, bad
-
     try:
-        poll_until(check, timeout, first_delay=0.05, max_delay=0.5)
-    except WaitTimeout as exc:
-        raise AssertionError(f"slurm_faults: cluster '{name}' healed, but nodes are still not ready after "
-                             f"{timeout:.0f}s: {exc.last_seen}") from None
+        nodes_ready(load(name), timeout)  # the wait `up` uses: what was last seen, the log tails
+    except StartupError as exc:
+        raise AssertionError(f"slurm_faults: cluster '{name}' healed, but {exc.message}\n{exc.details}") from None

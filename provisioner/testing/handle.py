@@ -146,7 +146,7 @@ class SlurmCluster:
     # -- logs ------------------------------------------------------------------------------------
     def export_logs(self, dest: Union[str, os.PathLike]) -> Path:
         """Write the cluster's export-logs bundle into ``dest``; return it."""
-        from provisioner.cluster.lifecycle import load
+        from provisioner.clusters import load
         from provisioner.cluster.logs import export_logs
         dest = Path(dest)
         export_logs(load(self.name), dest)  # fresh state: faults and pids as they are now

@@ -77,7 +77,7 @@ def orphaned() -> List[str]:
 
 def sweep(log: Callable[[str], None] = lambda line: None) -> List[str]:
     """Take down every recorded cluster whose owner is gone; return their names."""
-    from provisioner.cluster.lifecycle import down
+    from provisioner.clusters import down
     from provisioner.errors import ClusterNotFound, SimclusterError
     removed = []
     for name in orphaned():

@@ -115,7 +115,7 @@ class ClusterPool:
 
     def make(self, request: Dict[str, Any]) -> SlurmCluster:
         """A new cluster of ``request``, owned by this session."""
-        from provisioner.cluster.lifecycle import load, up
+        from provisioner.clusters import load, up
         from provisioner.errors import SimclusterError
         from provisioner.providers import provider_named
         key = self.key(request)
@@ -145,7 +145,7 @@ class ClusterPool:
 
     def attach(self, name: str) -> SlurmCluster:
         """A running cluster this session did not make (--simcluster-existing); never taken down."""
-        from provisioner.cluster.lifecycle import load
+        from provisioner.clusters import load
         from provisioner.errors import SimclusterError
         if name not in self.attached:
             try:
@@ -156,7 +156,7 @@ class ClusterPool:
 
     def release(self, handle: SlurmCluster, quiet: bool = False) -> None:
         """Take down one owned cluster now (factory clusters at the end of their test)."""
-        from provisioner.cluster.lifecycle import down
+        from provisioner.clusters import down
         from provisioner.errors import ClusterNotFound
         if handle not in self.owned:
             return

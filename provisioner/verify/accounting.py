@@ -6,19 +6,17 @@ state from `sacct`, and a job sacct does not know stays UNKNOWN to them.
 
 from __future__ import annotations
 
-import time
-from typing import TYPE_CHECKING, Optional, Tuple
+from typing import Optional, Tuple
 
+from provisioner.cluster.slurm import SlurmClient
+from provisioner.cluster.wait import WaitTimeout, poll_until
 from provisioner.config.types import ClusterSpec
-
-if TYPE_CHECKING:
-    from provisioner.cluster.slurm import SlurmClient
 
 SACCT_FORMAT = "--format=JobID,JobName,State,ExitCode,NodeList"
 JOB_NAME = "simcluster-acct-check"
 
 
-def _sacct_row(client: "SlurmClient", job_id: str) -> Optional[Tuple[str, str, str, str]]:
+def _sacct_row(client: SlurmClient, job_id: str) -> Optional[Tuple[str, str, str, str]]:
     """(name, state, exit code, node list) of the job's allocation as sacct reports it, or None."""
     proc = client.run(["sacct", "-n", "-P", "-X", "-j", job_id, SACCT_FORMAT], timeout=15)
     for line in proc.stdout.splitlines():
@@ -28,7 +26,7 @@ def _sacct_row(client: "SlurmClient", job_id: str) -> Optional[Tuple[str, str, s
     return None
 
 
-def check_accounting(client: "SlurmClient", spec: ClusterSpec, timeout: float = 60.0) -> Tuple[bool, str]:
+def check_accounting(client: SlurmClient, spec: ClusterSpec, timeout: float = 60.0) -> Tuple[bool, str]:
     """Submit a tiny job with ``client`` (local or in a container) and wait until sacct
     reports it COMPLETED on a node.
 
@@ -42,17 +40,22 @@ def check_accounting(client: "SlurmClient", spec: ClusterSpec, timeout: float = 
     if sub.returncode != 0:
         return False, f"sbatch failed: {sub.stderr.strip()}"
     job_id = sub.stdout.strip().split(";")[0]
-    deadline = time.monotonic() + timeout
     last: Optional[Tuple[str, str, str, str]] = None
-    while time.monotonic() < deadline:
+
+    def recorded() -> Tuple[bool, Optional[Tuple[bool, str]]]:
+        nonlocal last
         last = _sacct_row(client, job_id) or last
         # Until the job's start record arrives (it can trail a short job's end by ~1 s),
         # sacct shows a placeholder named 'allocation' with the batch host only.
         name, state, code, nodes = last or ("", "", "", "")
         if state == "COMPLETED" and name == JOB_NAME and nodes not in ("", "None assigned"):
-            return True, f"job {job_id} COMPLETED on {nodes} (exit code {code}) according to sacct"
+            return True, (True, f"job {job_id} COMPLETED on {nodes} (exit code {code}) according to sacct")
         if state.split(" ")[0] in ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY"):
-            return False, f"job {job_id} ended {state} (exit code {code}) according to sacct"
-        time.sleep(0.2)
+            return True, (False, f"job {job_id} ended {state} (exit code {code}) according to sacct")
+        return False, None
+    try:
+        return poll_until(recorded, timeout, first_delay=0.2, max_delay=0.2)
+    except WaitTimeout:
+        pass
     seen = f"sacct last showed {last[1]}" if last else "sacct never showed it"
     return False, f"job {job_id} not recorded as COMPLETED within {timeout:.0f}s ({seen})"

@@ -9,7 +9,10 @@ from __future__ import annotations
 import time
 from typing import Dict, List, Optional, Tuple
 
+from provisioner.cluster.partitions import covering_partitions
+from provisioner.cluster.wait import WaitTimeout, poll_until
 from provisioner.config.types import ClusterSpec
+from provisioner.verify.accounting import check_accounting as run_accounting_check
 from provisioner.verify.context import Submitted, VerifyContext, render_template
 from provisioner.verify.jobs import JobError
 from provisioner.verify.outcome import CheckFailed, CheckSkipped, Outcome
@@ -364,14 +367,19 @@ def check_requeue(ctx: VerifyContext) -> Outcome:
     # The second run reads the checkpoint the first wrote: both runs on one node.
     job = ctx.submit(check, script, one_node(ctx.spec))
     ckpt = job.workdir / "checkpoint.txt"
-    deadline = time.monotonic() + limit
     released = False
     requeued_at: Optional[float] = None  # wall clock when the job was first seen requeued
-    while time.monotonic() < deadline and not ctx.tracker.stopped:
+    state, restarts = "?", 0
+    final = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
+
+    def ended() -> Tuple[bool, str]:
+        nonlocal state, restarts, released, requeued_at
+        if ctx.tracker.stopped:
+            return True, state
         info = ctx.client.show_job(job.job_id)
         state, restarts = info.get("JobState", "?"), int(info.get("Restarts", "0") or 0)
-        if state in ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL"):
-            break
+        if state in final:
+            return True, state
         if not released and state == "PENDING" and restarts >= 1 and ctx.files.exists(ckpt):
             requeued_at = requeued_at or time.time()
             # Slurm holds a requeued job back for the credential lifetime (AuthInfo
@@ -382,8 +390,12 @@ def check_requeue(ctx: VerifyContext) -> Outcome:
             if time.time() >= int(requeued_at) + 1.1:
                 ctx.client.run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"], timeout=10)
                 released = True
-        time.sleep(0.25)
-    else:
+        return False, state
+    try:
+        poll_until(ended, limit, first_delay=0.25, max_delay=0.25)
+    except WaitTimeout:
+        pass
+    if state not in final:  # timed out, or verify was interrupted
         ctx.client.scancel(job.job_id)
         raise JobError(f"timed out after {limit:.0f}s (state {state}, restarts {restarts}); cancelled it", job.output)
     text = ctx.read(job.output)
@@ -401,7 +413,6 @@ def check_requeue(ctx: VerifyContext) -> Outcome:
 
 def check_accounting(ctx: VerifyContext) -> Outcome:
     """Accounting clusters: a tiny job reaches slurmdbd and sacct shows it COMPLETED."""
-    from provisioner.verify.accounting import check_accounting as run_accounting_check
     ok, detail = run_accounting_check(ctx.client, ctx.spec, timeout=ctx.limit(60))
     if not ok:
         raise CheckFailed(detail, hint=ctx.target.log_hint("slurmdbd"))

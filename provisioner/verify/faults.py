@@ -18,8 +18,10 @@ in ~12 s instead of ~80 s); 1-2 minutes in all. On other clusters they SKIP.
 from __future__ import annotations
 
 import time
-from typing import Dict, List
+from typing import Dict, List, Optional, Tuple
 
+from provisioner.cluster.wait import WaitTimeout, poll_until
+from provisioner.verify.accounting import _sacct_row
 from provisioner.verify.basic import MEM, partition_line, training_partition
 from provisioner.verify.context import VerifyContext, free_port, render_template
 from provisioner.verify.jobs import JobError
@@ -85,40 +87,50 @@ def check_requeue_resume(ctx: VerifyContext) -> Outcome:
 
     job, workdir = submit("faulted")
     first_ckpt = workdir / "checkpoint" / "step-5.pt"
-    while not ctx.files.exists(first_ckpt):
+
+    def checkpointed() -> Tuple[bool, None]:
+        if ctx.files.exists(first_ckpt):
+            return True, None
         info = _job(ctx, job.job_id)
         if info.get("JobState") in FINAL:
             raise CheckFailed(f"job {job.job_id} ended {info.get('JobState')} before its first checkpoint",
                               output=job.output)
-        if time.monotonic() > deadline:
-            ctx.client.scancel(job.job_id)
-            raise CheckFailed(f"no checkpoint within {limit:.0f}s; cancelled job {job.job_id}", output=job.output)
-        time.sleep(0.2)
+        return False, None
+    try:
+        poll_until(checkpointed, deadline - time.monotonic(), first_delay=0.2, max_delay=0.2)
+    except WaitTimeout:
+        ctx.client.scancel(job.job_id)
+        raise CheckFailed(f"no checkpoint within {limit:.0f}s; cancelled job {job.job_id}", output=job.output) from None
     inj.kill(victim)
     t_kill = time.monotonic()
     healed = False
-    state, restarts, detect_s = "?", 0, None
+    state, restarts = "?", 0
+    detect_s: Optional[float] = None
+
+    def requeued_and_ended() -> Tuple[bool, str]:
+        nonlocal state, restarts, detect_s, healed
+        info = _job(ctx, job.job_id)
+        state, restarts = info.get("JobState", "?"), int(info.get("Restarts", "0") or 0)
+        if state in FINAL and (restarts >= 1 or state != "COMPLETED"):
+            return True, state
+        if restarts >= 1 and not healed:
+            detect_s = time.monotonic() - t_kill
+            _heal(ctx, inj)
+            healed = True
+        # The requeued job waits cred_expire+1 s (11 s with --fast-failure) before it
+        # may start again: not released early, as basic.requeue does. Its first run's
+        # processes on the surviving node are still being killed (KillWait) then, and
+        # the same job id starting there again finds its old step "completing". The
+        # heal keeps the victim drained until slurmctld has retried the first run's
+        # step kill to it (up to 60 s; cluster/repair.py says why).
+        return False, state
     try:
-        while time.monotonic() < deadline:
-            info = _job(ctx, job.job_id)
-            state, restarts = info.get("JobState", "?"), int(info.get("Restarts", "0") or 0)
-            if state in FINAL and (restarts >= 1 or state != "COMPLETED"):
-                break
-            if restarts >= 1 and not healed:
-                detect_s = time.monotonic() - t_kill
-                _heal(ctx, inj)
-                healed = True
-            # The requeued job waits cred_expire+1 s (11 s with --fast-failure) before it
-            # may start again: not released early, as basic.requeue does. Its first run's
-            # processes on the surviving node are still being killed (KillWait) then, and
-            # the same job id starting there again finds its old step "completing". The
-            # heal keeps the victim drained until slurmctld has retried the first run's
-            # step kill to it (up to 60 s; cluster/repair.py says why).
-            time.sleep(0.25)
-        else:
+        try:
+            poll_until(requeued_and_ended, deadline - time.monotonic(), first_delay=0.25, max_delay=0.25)
+        except WaitTimeout:
             ctx.client.scancel(job.job_id)
             raise JobError(f"timed out after {limit:.0f}s (state {state}, restarts {restarts}); cancelled it",
-                           job.output)
+                           job.output) from None
     finally:
         if not healed:
             _heal(ctx, inj)
@@ -164,9 +176,10 @@ def check_controller_restart(ctx: VerifyContext) -> Outcome:
     names = {k: _job(ctx, j.job_id).get("JobName") for k, j in jobs.items()}
     # slurmctld writes its job state at most every 5 s: a job younger than that dies
     # with a SIGKILLed controller, as it would on a real cluster (docs/faults.md).
+    # A deliberate delay, not a poll: nothing tells from outside that the state was written.
     time.sleep(6)
     inj.kill_controller()
-    time.sleep(2)
+    time.sleep(2)  # deliberate: the jobs run on for a moment without a controller, as after a real crash
     healed = _heal(ctx, inj)
     after = {k: _job(ctx, j.job_id) for k, j in jobs.items()}
     problems = [f"{k} job {jobs[k].job_id}: {'unknown after the restart' if not a else 'now ' + str(a.get('JobName'))}"
@@ -188,20 +201,19 @@ def _release(ctx: VerifyContext, job_id: str, deadline: float) -> None:
     slurmctld with accounting refuses to update a job until slurmdbd has given the job
     its database index ("Job update not available right now, the DB index is being set"),
     which on a loaded host took longer than the update's own 5-second wait."""
-    delay = 0.5
-    while True:
+    def released() -> Tuple[bool, str]:
         res = ctx.client.run(["scontrol", "release", job_id], timeout=10)
-        if res.ok:
-            return
-        if "try again" not in res.error_line() or time.monotonic() > deadline:
+        if not res.ok and "try again" not in res.error_line():
             raise CheckFailed(f"held job {job_id}: scontrol release failed: {res.error_line()}")
-        time.sleep(delay)
-        delay = min(delay * 2, 5)
+        return res.ok, res.error_line()
+    try:
+        poll_until(released, deadline - time.monotonic(), first_delay=0.5, max_delay=5.0, factor=2.0)
+    except WaitTimeout as exc:
+        raise CheckFailed(f"held job {job_id}: scontrol release failed: {exc.last_seen}") from None
 
 
 # -- faults.accounting-outage -------------------------------------------------------------------
 def check_accounting_outage(ctx: VerifyContext) -> Outcome:
-    from provisioner.verify.accounting import _sacct_row
     inj = _injector(ctx)
     check = "faults.accounting-outage"
     limit = ctx.limit(90)
@@ -214,13 +226,12 @@ def check_accounting_outage(ctx: VerifyContext) -> Outcome:
             ctx.wait_ok(j, limit)
     finally:
         _heal(ctx, inj)
-    deadline = time.monotonic() + limit
-    rows: Dict[str, object] = {}
-    while time.monotonic() < deadline:
+    def recorded() -> Tuple[bool, Dict[str, object]]:
         rows = {j.job_id: _sacct_row(ctx.client, j.job_id) for j in jobs}
-        if all(r and r[1] == "COMPLETED" and r[3] not in ("", "None assigned") for r in rows.values()):
-            return Outcome(f"slurmdbd down while jobs {', '.join(rows)} ran; after heal sacct lists them "
-                           f"COMPLETED")
-        time.sleep(0.5)
-    raise CheckFailed(f"after heal sacct shows {rows} within {limit:.0f}s, expected every job COMPLETED",
-                      hint=ctx.target.log_hint("slurmdbd"))
+        return all(r and r[1] == "COMPLETED" and r[3] not in ("", "None assigned") for r in rows.values()), rows
+    try:
+        rows = poll_until(recorded, limit, first_delay=0.5, max_delay=0.5)
+    except WaitTimeout as exc:
+        raise CheckFailed(f"after heal sacct shows {exc.last_seen} within {limit:.0f}s, expected every job "
+                          f"COMPLETED", hint=ctx.target.log_hint("slurmdbd")) from None
+    return Outcome(f"slurmdbd down while jobs {', '.join(rows)} ran; after heal sacct lists them COMPLETED")

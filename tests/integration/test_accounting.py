@@ -21,7 +21,7 @@ from typing import Dict, List
 import pytest
 
 from provisioner.verify.accounting import check_accounting
-from provisioner.cluster.lifecycle import load
+from provisioner.clusters import load
 from provisioner.paths import ClusterLayout
 from provisioner.providers.local.processes import cluster_pids
 from provisioner.cluster.state import ClusterState
@@ -194,7 +194,8 @@ def test_without_accounting_nothing_changes(make_cluster):
 
 
 def test_a_database_that_fails_to_start_leaves_nothing_behind(sim_home, monkeypatch):
-    from provisioner.cluster import accounting, lifecycle
+    from provisioner import clusters
+    from provisioner.cluster import accounting
     from provisioner.config import load_spec
     from provisioner.errors import StartupError
     from provisioner.providers import provider_named
@@ -203,7 +204,7 @@ def test_a_database_that_fails_to_start_leaves_nothing_behind(sim_home, monkeypa
     monkeypatch.setattr(accounting, "SERVER_OPTIONS", accounting.SERVER_OPTIONS + ["--no-such-option=1"])
     spec = load_spec(None, {"name": "dbfail", "nodes": 1, "accounting": True})
     with pytest.raises(StartupError) as err:
-        lifecycle.up(spec, provider_named("local"), progress=lambda msg: None)
+        clusters.up(spec, provider_named("local"), progress=lambda msg: None)
     assert "creating the accounting database failed" in err.value.message
     assert "no-such-option" in err.value.details  # the log tail says why
     assert not (sim_home / "dbfail").exists()

@@ -1,0 +1,201 @@
+"""Clusters by name, on whichever backend made them: find, load, up, down, stop, start,
+list, and the fault injector.
+
+This is where the provider registry (provisioner.providers) meets the shared cluster
+model (provisioner.cluster): it sits above both, so cluster/ never imports a provider.
+The CLI, the pytest plugin, `check --run`, verify and the scripts call these.
+
+Locking (the one rule, cluster/lifecycle.py has it in full): every function here that
+changes a cluster takes the cluster's lock and loads the cluster inside it; what it calls
+in cluster/ runs under that lock and never takes it again. `load` and `find_state` only
+read, and lock nothing.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable, Dict, List, Optional
+
+from provisioner.cluster import faults, lifecycle
+from provisioner.cluster.capabilities import Orphans, machines_running
+from provisioner.cluster.handle import Cluster
+from provisioner.cluster.state import ClusterState, all_states, locked
+from provisioner.config.types import ClusterSpec
+from provisioner.errors import ClusterConflict, ClusterNotFound, SimclusterError, UsageError
+from provisioner.paths import ClusterLayout
+from provisioner.providers import Provider, provider_named, registered_providers
+
+
+def _stderr(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def find_state(name: str, providers: Optional[List[Provider]] = None) -> Optional[ClusterState]:
+    """The state of cluster ``name``: its state file, else one of ``providers`` (default: every
+    backend that answers here) that still finds it."""
+    st = ClusterState.load(ClusterLayout.for_name(name))
+    if st is not None:
+        return st
+    for provider in registered_providers(available_only=True) if providers is None else providers:
+        st = provider.discover(name)
+        if st is not None:
+            return st
+    return None
+
+
+def load(name: str) -> Cluster:
+    """Cluster ``name`` on whichever backend made it."""
+    st = find_state(name)
+    if st is None:
+        raise ClusterNotFound(f"no cluster named '{name}'", "see 'simcluster list', or create it with 'simcluster up'")
+    return Cluster(st, provider_named(st.backend))
+
+
+def up(spec: ClusterSpec, provider: Provider, retain: bool = False, recreate: bool = False,
+       progress: Callable[[str], None] = _stderr) -> str:
+    """Create cluster ``spec`` and wait until it is ready; return the summary line.
+
+    On an existing cluster with the same spec, `up` repairs it in place (dead daemons start
+    again with their ports, files and saved state; nothing is deleted, even if the repair
+    fails). A different spec is a conflict. Only --recreate (or `down`) wipes a cluster."""
+    layout = ClusterLayout.for_name(spec.name)
+    with locked(spec.name):
+        # Only the spec's own backend is asked: asking the others (an engine round trip for
+        # docker) would slow down every local `up`.
+        existing = find_state(spec.name, [provider])
+        if existing is not None and not recreate:
+            if existing.cluster_spec.identity() != spec.identity():
+                raise ClusterConflict(f"cluster '{spec.name}' already exists with a different spec",
+                                      f"run 'simcluster down --name {spec.name}' first, add --recreate to "
+                                      "replace it (its jobs and state are lost), or pick another --name")
+            if existing.phase in ("running", "stopped"):
+                return lifecycle.repair_in_place(Cluster(existing, provider_named(existing.backend)), progress,
+                                                 spec.wait, "repaired")
+        provider.sanity_checks(spec)
+        if existing is not None or layout.root.exists():
+            # --recreate, or a cluster whose first `up` never finished: clear it away first.
+            progress(f" - removing cluster '{spec.name}' (--recreate)" if recreate and existing is not None
+                     else f" - replacing the half-made cluster '{spec.name}'")
+            if existing is not None:
+                provider_named(existing.backend).delete(existing)
+            lifecycle.remove_dir(layout)
+        return lifecycle.create(spec, provider, retain, progress)
+
+
+def _existing(name: str, what: str) -> Cluster:
+    st = ClusterState.load(ClusterLayout.for_name(name))
+    if st is None:
+        raise UsageError(f"no cluster named '{name}'", "see 'simcluster list'")
+    if st.phase not in ("running", "stopped"):
+        raise UsageError(f"cluster '{name}' was never fully created, so it cannot be {what}",
+                         f"run 'simcluster up --name {name} --recreate' or 'simcluster down --name {name}'")
+    return Cluster(st, provider_named(st.backend))
+
+
+def stop(name: str, grace: float = 15.0) -> str:
+    """Stop every daemon of cluster ``name`` gracefully and keep all of its state."""
+    with locked(name):
+        c = _existing(name, "stopped")
+        if c.state.phase == "stopped" and not any(c.daemons_alive().values()):
+            raise UsageError(f"cluster '{name}' is already stopped", f"start it: simcluster start --name {name}")
+        return lifecycle.stop(c, grace)
+
+
+def start(name: str, progress: Callable[[str], None] = _stderr, timeout: Optional[float] = None) -> str:
+    """Start a stopped cluster (or one whose daemons died, e.g. after a reboot) in place."""
+    with locked(name):
+        c = _existing(name, "started")
+        if c.state.phase == "running" and lifecycle.is_running(c):
+            raise UsageError(f"cluster '{name}' is already running", "see 'simcluster status'")
+        return lifecycle.repair_in_place(c, progress, timeout or c.spec.wait, "started")
+
+
+def down(name: str) -> str:
+    """Stop every process or container of cluster ``name`` and delete its state."""
+    layout = ClusterLayout.for_name(name)
+    with locked(name):
+        t0 = time.monotonic()
+        st = find_state(name)
+        if st is None:
+            orphan = next((p for p in registered_providers(available_only=True) if isinstance(p, Orphans) and name in p.orphans()), None)
+            if orphan is None and not layout.root.exists():
+                raise ClusterNotFound(f"no cluster named '{name}'", "see 'simcluster list'")
+            if orphan is not None:
+                orphan.delete_orphan(name)
+            survivors: List[int] = []
+        else:
+            survivors = provider_named(st.backend).delete(st)
+        lifecycle.remove_dir(layout)
+    note = f" ({len(survivors)} processes would not die: {survivors})" if survivors else ""
+    return f"cluster '{name}' removed in {time.monotonic() - t0:.2f}s{note}"
+
+
+def list_clusters() -> List[Dict]:
+    """Every cluster on this machine: name, backend, nodes, running/stopped/degraded."""
+    result = []
+    names = set()
+    for st in all_states():
+        cluster = Cluster(st, provider_named(st.backend))
+        try:
+            machines = machines_running(cluster.provider, st)
+            alive = cluster.daemons_alive()
+        except SimclusterError as exc:  # e.g. docker clusters while no engine runs: list the rest
+            machines, alive = {}, {}
+            status = f"unknown ({exc.message})"
+        else:
+            up_count = sum(alive.values())
+            if up_count == len(alive) and st.phase == "running" and all(machines.values()):
+                status = "running"
+            else:
+                status = "stopped" if up_count == 0 else "degraded"
+        result.append({"name": st.name, "backend": st.backend, "nodes": len(cluster.spec.nodes), "status": status,
+                       "state_dir": st.root})
+        names.add(st.name)
+    for provider in registered_providers(available_only=True):
+        for name in provider.orphans() if isinstance(provider, Orphans) else ():
+            if name not in names:
+                result.append({"name": name, "backend": provider.name, "nodes": None, "status": "orphaned",
+                               "state_dir": None})
+    return result
+
+
+class Injector:
+    """The faults of cluster/faults.py for cluster ``name``, as `simcluster fault`, `verify
+    --suite faults` and the pytest plugin's ``slurm_faults`` use them: each call takes the
+    cluster's lock and loads the cluster afresh inside it."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def run(self, func: Callable[..., str], *args) -> str:
+        """``func(cluster, *args)`` (one of cluster/faults.py's functions) under the lock."""
+        with locked(self.name):
+            return func(load(self.name), *args)
+
+    @property
+    def fast(self) -> bool:
+        """True when the cluster detects dead nodes fast (up --fast-failure)."""
+        return load(self.name).spec.failure_detection == "fast"
+
+    def kill(self, node: str) -> str:
+        return self.run(faults.kill_node, node)
+
+    def pause(self, node: str) -> str:
+        return self.run(faults.pause_node, node)
+
+    def resume(self, node: str) -> str:
+        return self.run(faults.resume_node, node)
+
+    def drain(self, node: str, reason: str) -> str:
+        return self.run(faults.drain_node, node, reason)
+
+    def kill_controller(self) -> str:
+        return self.run(faults.kill_controller)
+
+    def stop_accounting(self) -> str:
+        return self.run(faults.stop_accounting)
+
+    def heal(self, timeout: Optional[float] = 120.0, progress: Callable[[str], None] = lambda line: None) -> str:
+        """`fault heal`; ``timeout`` None: the cluster's own --wait."""
+        return self.run(lambda c: faults.heal(c, progress, c.spec.wait if timeout is None else timeout))
