@@ -7,16 +7,23 @@ from pathlib import Path
 import click
 
 from provisioner.cli.common import name_option
+from provisioner.cli.options import cluster_from_options, ssh_options
 
 
 @click.command("export-logs")
 @click.argument("out_dir", metavar="DIR")
 @name_option
-def command(out_dir, name):
+@ssh_options
+def command(out_dir, name, **where):
     """Copy configs (passwords redacted), every daemon log, `scontrol show node/job/partition/config`,
     accounting reports, state and versions into DIR; docker clusters add inspect output and
-    container logs."""
-    from provisioner.cluster.lifecycle import load
+    container logs.
+
+    With --ssh USER@HOST, the cluster is one made by 'simcluster deploy': the same bundle,
+    read on its controller (configs, slurmctld's log) and on its nodes through srun (each
+    slurmd's log).
+    """
     from provisioner.cluster.logs import export_logs
-    written = export_logs(load(name), Path(out_dir))
+    with cluster_from_options(name, **where) as cluster:
+        written = export_logs(cluster, Path(out_dir))
     click.echo(f"wrote {len(written)} files to {out_dir}")

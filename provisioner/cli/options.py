@@ -1,8 +1,11 @@
-"""Options shared by several commands, defined once: the spec flags (up, test, render)."""
+"""Options shared by several commands, defined once: the spec flags (up, test, render) and
+the options that name an existing cluster (--name, or --ssh and its key options) for
+status, verify and export-logs (cluster_from_options)."""
 
 from __future__ import annotations
 
-from typing import Dict, Optional
+import contextlib
+from typing import Dict, Iterator, Optional
 
 import click
 
@@ -59,7 +62,8 @@ def load_spec_from_options(name: Optional[str], options: Dict):
     return load_spec(options.get("config_path"), spec_overrides(name=name, **choices))
 
 
-# `status --ssh` and `verify --ssh`: a cluster made by `simcluster deploy`, reached on its controller.
+# `status`, `verify` and `export-logs` --ssh: a cluster made by `simcluster deploy`, reached on
+# its controller.
 _SSH_FLAGS = (
     (("--ssh",), "ssh", dict(default=None, metavar="USER@HOST[:PORT]",
                              help="Look at a cluster made by 'simcluster deploy': run on its controller over SSH.")),
@@ -73,7 +77,23 @@ _SSH_FLAGS = (
 
 
 def ssh_options(func):
-    """Add --ssh, --ssh-key, --known-hosts and --insecure-accept-host-key to a command."""
+    """Add --ssh, --ssh-key, --known-hosts and --insecure-accept-host-key to a command; pass
+    their values on to cluster_from_options (as ``**where``)."""
     for flags, key, kwargs in reversed(_SSH_FLAGS):
         func = click.option(*flags, key, **kwargs)(func)
     return func
+
+
+@contextlib.contextmanager
+def cluster_from_options(name: str, ssh: Optional[str] = None, ssh_key: Optional[str] = None,
+                         known_hosts: Optional[str] = None, insecure_host_key: bool = False) -> Iterator:
+    """The Cluster that --name and the ssh_options name: with --ssh, the deployed cluster on
+    that controller (the connection closes when the block ends); else cluster NAME of this
+    machine. Either way the command then runs the same code on it."""
+    if ssh:
+        from provisioner.providers.ssh import open_cluster
+        with open_cluster(ssh, ssh_key, known_hosts, insecure_host_key) as cluster:
+            yield cluster
+    else:
+        from provisioner.clusters import load
+        yield load(name)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from provisioner.cli.common import echo_json, name_option
-from provisioner.cli.options import ssh_options
+from provisioner.cli.options import cluster_from_options, ssh_options
 
 
 def _fmt_mem(mb) -> str:
@@ -19,21 +19,15 @@ def _fmt_mem(mb) -> str:
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @ssh_options
 @click.pass_context
-def command(ctx, name, as_json, ssh, ssh_key, known_hosts, insecure_host_key):
+def command(ctx, name, as_json, **where):
     """Show a cluster's nodes (state, GPUs, CPUs, memory) and whether its daemons live.
 
     With --ssh USER@HOST, the cluster is one made by 'simcluster deploy', read on its controller.
     Exits 0 when every daemon runs and every node is ready, 1 otherwise.
     """
-    if ssh:
-        from provisioner.providers.ssh import connect
-        from provisioner.providers.ssh.status import status_over_ssh
-        with connect(ssh, ssh_key, known_hosts, insecure_host_key) as session:
-            st = status_over_ssh(session).to_dict()
-    else:
-        from provisioner.cluster.lifecycle import load
-        from provisioner.cluster.status import cluster_status
-        st = cluster_status(load(name)).to_dict()
+    from provisioner.cluster.status import cluster_status
+    with cluster_from_options(name, **where) as cluster:
+        st = cluster_status(cluster).to_dict()
     if as_json:
         echo_json(st)
     else:

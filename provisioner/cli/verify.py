@@ -7,7 +7,7 @@ import sys
 import click
 
 from provisioner.cli.common import name_option
-from provisioner.cli.options import ssh_options
+from provisioner.cli.options import cluster_from_options, ssh_options
 
 
 def verify_options(f):
@@ -23,20 +23,28 @@ def verify_options(f):
     return f
 
 
-def run_and_report(name: str, suite: str, as_json: bool, junit, timeout, target=None) -> "object":
-    """Run verify on cluster ``name`` (or on ``target``: a deployed cluster over SSH); print
-    lines, table, JSON; write JUnit. Returns the VerifyRun."""
+def check_verify_options(suite: str, timeout) -> list:
+    """The suites --suite names; bad --suite or --timeout is exit 2, before anything connects."""
     from provisioner.errors import UsageError
-    from provisioner.verify import parse_suites, run_verify
-    from provisioner.verify.report import LiveReporter, format_notes, suite_seconds, summary_table, to_json, write_junit
-
+    from provisioner.verify import parse_suites
     suites = parse_suites(suite)
     if timeout is not None and timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
+    return suites
+
+
+def run_and_report(name: str, suite: str, as_json: bool, junit, timeout, target=None) -> "object":
+    """Run verify on ``target`` (default: cluster ``name`` of this machine); print lines,
+    table, JSON; write JUnit. Returns the VerifyRun."""
+    from provisioner.verify import run_verify
+    from provisioner.verify.report import LiveReporter, format_notes, suite_seconds, summary_table, to_json, write_junit
+    from provisioner.verify.targets import target_for
+
+    suites = check_verify_options(suite, timeout)
     stream = sys.stderr if as_json else sys.stdout
     live = LiveReporter(stream)
-    if target is not None:
-        name = target.name
+    target = target or target_for(name)
+    name = target.name
     run = run_verify(name, suites, live, timeout=timeout, header=live.header, target=target)
     print("", file=stream)
     print(summary_table(run.results, run.seconds, suite_seconds(run.results)), file=stream)
@@ -44,9 +52,8 @@ def run_and_report(name: str, suite: str, as_json: bool, junit, timeout, target=
     if notes:
         print(notes, file=stream)
     if run.failed:
-        logs = target.log_hint("slurmctld") if target is not None else \
-            f"daemon logs: 'simcluster export-logs DIR --name {name}'"
-        where = " on the cluster's hosts" if target is not None else ""
+        logs = target.log_hint("slurmctld")
+        where = "" if target.files.on_this_host else " on the cluster's hosts"
         print(f"FAILED: job scripts and full outputs are in {run.run_dir}{where}; {logs}", file=stream)
     if junit:
         write_junit(junit, name, run.results, run.seconds)
@@ -59,7 +66,7 @@ def run_and_report(name: str, suite: str, as_json: bool, junit, timeout, target=
 @name_option
 @verify_options
 @ssh_options
-def command(name, suite, as_json, junit, timeout, ssh, ssh_key, known_hosts, insecure_host_key):
+def command(name, suite, as_json, junit, timeout, **where):
     """Prove the cluster works: real multi-node jobs, a line per check, exit 1 on failure.
 
     \b
@@ -93,13 +100,8 @@ def command(name, suite, as_json, junit, timeout, ssh, ssh_key, known_hosts, ins
     Slurm commands on its controller over SSH, job files copied to every host
     (no shared filesystem needed), training in the venv 'deploy --training' makes.
     """
-    if ssh:  # a deployed cluster: the same checks, Slurm commands run on its controller over SSH
-        from provisioner.providers.ssh import connect
-        from provisioner.providers.ssh.target import ssh_verify_target
-        from provisioner.verify import parse_suites
-        parse_suites(suite)  # a bad --suite is exit 2 before anything connects
-        with connect(ssh, ssh_key, known_hosts, insecure_host_key) as session:
-            run = run_and_report(name, suite, as_json, junit, timeout, target=ssh_verify_target(session))
-        click.get_current_context().exit(1 if run.failed else 0)
-    run = run_and_report(name, suite, as_json, junit, timeout)
+    from provisioner.verify.targets import target_of
+    check_verify_options(suite, timeout)
+    with cluster_from_options(name, **where) as cluster:
+        run = run_and_report(name, suite, as_json, junit, timeout, target=target_of(cluster))
     click.get_current_context().exit(1 if run.failed else 0)

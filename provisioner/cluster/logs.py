@@ -3,7 +3,9 @@
 config/ (the rendered configs, passwords redacted, no munge key), logs/<machine>/ (every
 daemon log, read where the daemon runs), state.json (with what is alive now),
 scontrol-show-*.txt, the accounting reports on accounting clusters, versions.txt; then
-whatever the provider adds (docker: inspect output and container logs).
+whatever the provider adds (capabilities.ExtraLogs; docker: inspect output and container
+logs). A read-only cluster (capabilities.ReadOnly: deployed, over SSH) gives its config
+files and daemon liveness itself; the rest is read the same way, through its runners.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from typing import List, Sequence, Tuple
 
 from provisioner import __version__
 from provisioner.cluster import accounting
-from provisioner.cluster.handle import Cluster
+from provisioner.cluster.capabilities import ExtraLogs, ReadOnly, daemons_alive
+from provisioner.cluster.handle import Cluster, log_name
 from provisioner.render import SECRET_FILES, redact_secrets
 
 SKIP_CONFIGS = ("munge.key",)
@@ -40,12 +43,11 @@ def copy_files(src_dir: Path, dest: Path, skip: Sequence[str] = SKIP_CONFIGS) ->
     return written
 
 
-def _daemon_logs(cluster: Cluster) -> List[Tuple[str, str, str]]:
+def _daemon_logs(cluster: Cluster, keys: Sequence[str]) -> List[Tuple[str, str, str]]:
     """(daemon key, file on its machine, name in the bundle) for each daemon's log and .out
     file. Flat names on every backend: a node's own munged (docker) is munged-<node>.log."""
-    from provisioner.cluster.daemons import log_name
     found = []
-    for key in cluster.state.pids:
+    for key in keys:
         for ext in (".log", ".out"):
             found.append((key, f"{log_name(key)}{ext}", f"{key.replace(':', '-')}{ext}"))
     if cluster.spec.accounting:
@@ -66,13 +68,19 @@ def export_logs(cluster: Cluster, out_dir: Path) -> List[Path]:
             path.write_text(data)
         written.append(path)
 
-    written += copy_files(cluster.placement.config_dir, out_dir / "config")
-    for key, source, name in _daemon_logs(cluster):
+    if isinstance(cluster.provider, ReadOnly):
+        for fname, data in sorted(cluster.provider.config_files(cluster).items()):
+            if fname not in SKIP_CONFIGS:
+                put(f"config/{fname}", redact_secrets(data.decode(errors="replace")) if fname in SECRET_FILES else data)
+    else:
+        written += copy_files(cluster.placement.config_dir, out_dir / "config")
+    alive = daemons_alive(cluster)
+    for key, source, name in _daemon_logs(cluster, list(alive)):
         data = cluster.daemon_runner(key).read_file(f"{cluster.paths.log}/{source}")
         if data is not None:
             put(f"logs/{name}", data)
     state = json.loads(json.dumps(cluster.state.__dict__, default=str))
-    state["alive"] = cluster.daemons_alive()
+    state["alive"] = alive
     put("state.json", json.dumps(state, indent=2, sort_keys=True) + "\n")
     client = cluster.client
     for what in ("node", "job", "partition", "config"):
@@ -89,10 +97,12 @@ def export_logs(cluster: Cluster, out_dir: Path) -> List[Path]:
         res = ctl.run(argv, timeout=10)
         text = (res.stdout or res.stderr).strip()
         versions[daemon] = text.splitlines()[0] if text else f"(unavailable: exit {res.rc})"
-    versions.update(cluster.provider.versions())
+    if isinstance(cluster.provider, ExtraLogs):
+        versions.update(cluster.provider.versions())
     versions.update({"python": platform.python_version(), "kernel": platform.release(), "os": _os_release()})
     put("versions.txt", "".join(f"{k}: {v}\n" for k, v in versions.items()))
-    written += cluster.provider.extra_logs(cluster.state, out_dir)
+    if isinstance(cluster.provider, ExtraLogs):
+        written += cluster.provider.extra_logs(cluster.state, out_dir)
     return written
 
 

@@ -1,9 +1,10 @@
 """One status model for every backend: the same keys in the table and in --json.
 
 Liveness is probed, never assumed: each daemon's pid is asked on its own machine (munged
-included), slurmctld is asked with sinfo, accounting with sacctmgr. Backends without
-pids to ask (a deployed cluster over SSH) fill the same model from what Slurm and munge
-answer (provisioner/providers/ssh).
+included), slurmctld is asked with sinfo, accounting with sacctmgr. A read-only provider
+(capabilities.ReadOnly: a deployed cluster over SSH) has no pids to ask: its
+daemons_alive says what Slurm and munge answer, and status gives no repair hints
+(simcluster did not start those daemons; `simcluster deploy` does).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
 from provisioner.cluster import accounting
+from provisioner.cluster.capabilities import ReadOnly, daemons_alive, machines_running
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.placement import CONTROLLER
 from provisioner.cluster.repair import hung_nodes
@@ -68,8 +70,9 @@ class ClusterStatus:
 def cluster_status(cluster: Cluster) -> ClusterStatus:
     """Ask every daemon of ``cluster`` whether it lives, and slurmctld what the nodes do."""
     st, spec, pl = cluster.state, cluster.spec, cluster.placement
-    machines = cluster.provider.machines_running(st)
-    alive = cluster.daemons_alive()
+    machines = machines_running(cluster.provider, st)
+    alive = daemons_alive(cluster)
+    managed = not isinstance(cluster.provider, ReadOnly)  # simcluster runs the daemons: it says how to fix them
     client = cluster.client
     states = client.node_states() if alive.get("slurmctld") else None
     nodes = []
@@ -82,7 +85,7 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
     paused = {f.get("node") for f in st.faults if f.get("what") == "pause"}
     hints: List[str] = []
     hung = set(hung_nodes(cluster, alive, states)) if states is not None else set()
-    for ns in nodes:
+    for ns in nodes if managed else ():
         if ns.name in paused:
             ns.problem = "paused by 'simcluster fault pause'"
         elif ns.name in hung:
@@ -101,7 +104,7 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
     munged_keys = [k for k in alive if k.startswith("munged")]
     acct = accounting.health(cluster, alive)
     running = st.phase == "running" and all(machines.values())
-    healthy = running and all(alive.values()) and all(x.ready for x in nodes) and acct["healthy"]
+    healthy = running and all(alive.values()) and bool(nodes) and all(x.ready for x in nodes) and acct["healthy"]
     phase = st.phase if any(alive.values()) or st.phase != "running" else "stopped"
     healthy = healthy and not hung
     return ClusterStatus(
@@ -114,8 +117,9 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
                             host=", ".join(cluster.runner(k.partition(":")[2] or CONTROLLER).where
                                            for k in munged_keys) or "?"),
         accounting=acct, nodes=nodes, faults=[dict(f) for f in st.faults],
-        slurm_version=_slurm_version(client) if any(machines.values()) else "",
-        hints=hints if phase != "stopped" else [f"stopped: 'simcluster start --name {st.name}' brings it back"])
+        slurm_version=_slurm_version(client) if any(machines.values()) or (not managed and states is not None) else "",
+        hints=[] if not managed else hints if phase != "stopped" else
+        [f"stopped: 'simcluster start --name {st.name}' brings it back"])
 
 
 def _slurm_version(client) -> str:

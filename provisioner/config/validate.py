@@ -12,11 +12,11 @@ from provisioner.config.parse import parse_gpu_list, parse_memory_mb, split_gpus
 from provisioner.config.types import API_VERSION, KIND, ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.config.versions import normalize as normalize_slurm
 from provisioner.errors import ConfigError
+from provisioner.providers import BACKENDS  # the registry's names only: nothing heavy is imported
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 NODE_RE = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 PARTITION_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_-]{0,29}$")
-BACKENDS = ("local", "docker")  # the names of provisioner.providers.BACKENDS (a test keeps them equal)
 # Spec keys that only some backends read: {key: backends}.
 BACKEND_KEYS = {"image": ("docker",), "privileged": ("docker",)}
 MAX_NODES = 1024

@@ -1,39 +1,67 @@
-"""Backends that run a cluster, picked from one registry by name.
+"""Providers of clusters, picked from one registry by name.
 
-Adding a backend is one package under provisioner/providers/ with a Provider subclass and
-one line in BACKENDS (see docs/architecture.md).
+PROVIDERS maps every provider's name to its class ("module:class", imported on first
+use: the docker SDK and paramiko load only for docker and ssh). BACKENDS are the ones
+`up` can create clusters with (the spec's ``backend:`` values); "ssh" is a provider only:
+it reads clusters made by `simcluster deploy` and never creates one.
+
+Adding a backend: a package under provisioner/providers/ with a subclass of
+provisioner.providers.base.Provider (its abstract core), one line in PROVIDERS and, if
+`up` can create it, its name in BACKENDS (see docs/architecture.md, "Adding a backend").
+
+This module imports nothing heavy: config/validate.py reads BACKENDS from it.
 """
 
 from __future__ import annotations
 
 import importlib
-from typing import Dict, List
+from typing import TYPE_CHECKING, Dict, List, Tuple
 
 from provisioner.errors import UsageError
-from provisioner.providers.base import Provider
 
-# name -> "module:class", imported on first use (the docker SDK loads only for docker).
-BACKENDS: Dict[str, str] = {
+if TYPE_CHECKING:
+    from provisioner.providers.base import Provider
+
+# name -> "module:class".
+PROVIDERS: Dict[str, str] = {
     "local": "provisioner.providers.local:LocalProvider",
     "docker": "provisioner.providers.docker:DockerProvider",
+    "ssh": "provisioner.providers.ssh:SSHProvider",
 }
-_instances: Dict[str, Provider] = {}
+# The providers `up` can create clusters with, and whose clusters live on this machine
+# (state files, containers): list, down --all and the name lookups ask these.
+BACKENDS: Tuple[str, ...] = ("local", "docker")
+_instances: Dict[str, "Provider"] = {}
 
 
-def provider_named(name: str) -> Provider:
-    """The provider of backend ``name`` (one instance per process)."""
-    if name not in BACKENDS:
+def provider_class(name: str) -> type:
+    """The Provider subclass registered as ``name`` (imports its module)."""
+    if name not in PROVIDERS:
         raise UsageError(f"unknown backend {name!r}", f"use one of: {', '.join(BACKENDS)}")
+    module, _, cls = PROVIDERS[name].partition(":")
+    return getattr(importlib.import_module(module), cls)
+
+
+def provider_named(name: str) -> "Provider":
+    """The provider registered as ``name`` (one instance per process)."""
     if name not in _instances:
-        module, _, cls = BACKENDS[name].partition(":")
-        _instances[name] = getattr(importlib.import_module(module), cls)()
+        _instances[name] = provider_class(name)()
     return _instances[name]
 
 
-def registered_providers(available_only: bool = False) -> List[Provider]:
-    """Every backend; with ``available_only`` those that can answer here (docker: an engine runs)."""
+def registered_providers(available_only: bool = False) -> List["Provider"]:
+    """Every backend (BACKENDS); with ``available_only`` those that can answer here (docker: an engine runs)."""
     providers = [provider_named(n) for n in BACKENDS]
     return [p for p in providers if not available_only or p.available()]
 
 
-__all__ = ["BACKENDS", "Provider", "provider_named", "registered_providers"]
+def __getattr__(name: str):
+    # `from provisioner.providers import Provider` keeps working without importing the
+    # base (and with it the cluster model) when only the names above are needed.
+    if name == "Provider":
+        from provisioner.providers.base import Provider
+        return Provider
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
+__all__ = ["BACKENDS", "PROVIDERS", "Provider", "provider_class", "provider_named", "registered_providers"]

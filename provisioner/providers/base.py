@@ -1,29 +1,76 @@
-"""The narrow interface every backend implements (after kind's providers).
+"""What a provider must write (its core) and what it may add (capabilities).
 
-A provider only provisions machines, discovers and deletes them, says where things are
-(a Placement), hands out a runner per machine, and adds its own files to a log bundle.
-Everything else (`up`'s steps, status, export-logs, verify) is written once, in
-provisioner/cluster and provisioner/verify, on top of these.
+A provider provisions machines, finds and deletes them, says where things are (a
+Placement) and hands out a runner per machine. Everything else (`up`'s steps, status,
+export-logs, verify) is written once, in provisioner/cluster and provisioner/verify, on
+top of these.
+
+The core is Provider's abstract methods: a subclass that leaves one out cannot be
+instantiated (TypeError), and tests/unit/providers/test_base.py checks every registered
+provider. The capabilities are small classes too; a provider inherits those it
+has (Machines, Stoppable, NodeProcesses, Pausable, Orphans, ExtraLogs, ReadOnly: defined
+in provisioner/cluster/capabilities.py, so that cluster/ checks them without importing
+the providers, and re-exported here), and callers ask ``isinstance(provider, Capability)``.
+Without one, the caller does what the capability's docstring says (the documented
+default), so a new backend can start with the core alone.
 """
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from abc import ABC, abstractmethod
+from typing import TYPE_CHECKING, Callable, List, Optional
 
+from provisioner.cluster.capabilities import (CAPABILITIES, ExtraLogs, Machines, NodeProcesses, Orphans,  # noqa: F401
+                                              Pausable, ReadOnly, Stoppable, daemons_alive, machines_running)
+from provisioner.cluster.jobfiles import HostDirFiles, JobFiles
 from provisioner.cluster.placement import Placement
 from provisioner.cluster.runner import Runner
 from provisioner.cluster.state import ClusterState
 from provisioner.config.types import ClusterSpec
-from provisioner.errors import UsageError
+
+if TYPE_CHECKING:
+    from provisioner.cluster.handle import Cluster
 
 Progress = Callable[[str], None]
 
 
-class Provider:
-    name = "?"
+class Provider(ABC):
+    """The core every provider writes: provision, placement, runner, delete, discover."""
+
+    name = "?"  # its name in the registry (provisioner/providers/__init__.py) and state files
     poll_s = 0.2  # how often waits and job trackers poll through this provider's runners
 
+    # -- the core ---------------------------------------------------------------------------------
+    @abstractmethod
+    def provision(self, spec: ClusterSpec, state: ClusterState, progress: Progress) -> None:
+        """Make the machines (directories, containers) and fill ``state`` with what was chosen
+        (ports, provider_data) and with the cluster's placement, computed here once:
+        ``state.placement = self.placement(state).to_dict()``. Called with the state
+        directory already created."""
+
+    @abstractmethod
+    def placement(self, state: ClusterState) -> Placement:
+        """Where the cluster's files, daemons and jobs live, computed from the state and, where
+        the backend needs it, the host (local: /etc/hosts, Open MPI's parameter file, tini,
+        the CPU count), everything found recorded in the Placement. provision calls it once;
+        later commands load the stored one (cluster/placement.py:load_placement) and call
+        this only for a state file written before placements were stored."""
+
+    @abstractmethod
+    def runner(self, state: ClusterState, key: str) -> Runner:
+        """The runner of machine ``key``: "controller" or a node name."""
+
+    @abstractmethod
+    def delete(self, state: ClusterState) -> List[int]:
+        """Stop every process or container of the cluster and remove its machines and state
+        directory; return the pids that would not die (if any)."""
+
+    @abstractmethod
+    def discover(self, name: str) -> Optional[ClusterState]:
+        """The state of cluster ``name`` when it has no state file here (a cluster made by an
+        older version; a deployed cluster read from its controller); None if not found."""
+
+    # -- defaults a provider may override ---------------------------------------------------------
     def available(self) -> bool:
         """Can this backend answer on this machine (without raising)? Used by list and down --all."""
         return True
@@ -31,70 +78,15 @@ class Provider:
     def sanity_checks(self, spec: ClusterSpec) -> None:
         """Raise a PrerequisiteError/UsageError before anything is created (molecule's idea)."""
 
-    def provision(self, spec: ClusterSpec, state: ClusterState, progress: Progress) -> None:
-        """Make the machines (directories, containers) and fill ``state`` with what was chosen
-        (ports, provider_data) and with the cluster's placement, computed here once:
-        ``state.placement = self.placement(state).to_dict()``. Called with the state
-        directory already created."""
-        raise NotImplementedError
+    def job_files(self, cluster: "Cluster") -> JobFiles:
+        """Where job files go (verify, the pytest plugin): by default the placement's job
+        directory on this host, which the cluster sees at ``job_root_in_cluster``."""
+        return HostDirFiles(cluster.placement.job_root, cluster.placement.job_root_in_cluster)
 
-    def placement(self, state: ClusterState) -> Placement:
-        """Where the cluster's files, daemons and jobs live, computed from the state and, where
-        the backend needs it, the host (local: /etc/hosts, Open MPI's parameter file, tini,
-        the CPU count), everything found recorded in the Placement. provision calls it once;
-        later commands load the stored one (cluster/placement.py:load_placement) and call
-        this only for a state file written before placements were stored."""
-        raise NotImplementedError
+    def describe(self, cluster: "Cluster") -> str:
+        """The cluster as verify's header names it: "local cluster 'x'"."""
+        return f"{self.name} cluster '{cluster.name}'"
 
-    def runner(self, state: ClusterState, key: str) -> Runner:
-        """The runner of machine ``key``: "controller" or a node name."""
-        raise NotImplementedError
-
-    def machines_running(self, state: ClusterState) -> Dict[str, bool]:
-        """{machine: running} for machines that can be stopped as a whole (containers); {} if none."""
-        return {}
-
-    # -- stop, start and faults (simcluster stop/start/fault) -------------------------------------
-    def start_machines(self, state: ClusterState, keys: List[str]) -> None:
-        """Start the stopped machines ``keys`` (as machines_running names them), state kept."""
-
-    def stop_machines(self, state: ClusterState) -> None:
-        """After the daemons were stopped: stop what is left of the cluster (job processes,
-        containers), keeping every file and the machines themselves."""
-
-    def node_pids(self, state: ClusterState, node: str) -> List[int]:
-        """The processes of virtual node ``node`` as its runner numbers them: its slurmd, its
-        slurmstepd and their job tasks (what dies with a crashed host)."""
-        raise UsageError(f"the {self.name} backend cannot list a node's processes")
-
-    def pause_machine(self, state: ClusterState, node: str) -> bool:
-        """Freeze node ``node``'s whole machine (docker pause); False where a node is no
-        machine of its own (the caller then stops the node's processes instead)."""
-        return False
-
-    def unpause_machine(self, state: ClusterState, node: str) -> bool:
-        return False
-
-    def delete(self, state: ClusterState) -> List[int]:
-        """Stop every process or container of the cluster and remove its machines and state
-        directory; return the pids that would not die (if any)."""
-        raise NotImplementedError
-
-    def discover(self, name: str) -> Optional[ClusterState]:
-        """A cluster of this backend that has no state file (made by an older version); None."""
-        return None
-
-    def orphans(self) -> List[str]:
-        """Names of clusters whose machines exist without a state file (list / down --all)."""
-        return []
-
-    def delete_orphan(self, name: str) -> None:
-        raise NotImplementedError
-
-    def extra_logs(self, state: ClusterState, out_dir: Path) -> List[Path]:
-        """Files only this backend has for a bug report (docker inspect, container logs)."""
-        return []
-
-    def versions(self) -> Dict[str, str]:
-        """Versions of this backend's own software for the log bundle (docker engine)."""
-        return {}
+    def logs_hint(self, cluster: "Cluster") -> str:
+        """Where a failed check's reader finds the daemon logs."""
+        return f"see 'simcluster export-logs DIR --name {cluster.name}' for every daemon's log"

@@ -17,7 +17,7 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES, SlurmClient, SlurmError
 from provisioner.testing.jobs import Job, SbatchError, wants_own_output
-from provisioner.verify.files import HostDirFiles
+from provisioner.cluster.jobfiles import HostDirFiles
 
 
 class SlurmCluster:

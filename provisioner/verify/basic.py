@@ -9,6 +9,7 @@ from __future__ import annotations
 import time
 from typing import Dict, List, Optional, Tuple
 
+from provisioner.cluster.partitions import covering_partitions
 from provisioner.cluster.wait import WaitTimeout, poll_until
 from provisioner.config.types import ClusterSpec
 from provisioner.verify.accounting import check_accounting as run_accounting_check
@@ -39,26 +40,6 @@ def lines_with(text: str, tag: str) -> List[Dict[str, str]]:
 
 def partition_line(part: Optional[str]) -> str:
     return f"#SBATCH --partition={part}" if part else ""
-
-
-def covering_partitions(spec: ClusterSpec) -> List[Tuple[Optional[str], List[str]]]:
-    """Partitions whose nodes together cover every node, the default one first.
-
-    A job runs in one partition, so "srun over all nodes" means one job per partition
-    needed to reach them all (usually just the default partition).
-    """
-    names = [n.name for n in spec.nodes]
-    parts = sorted(spec.partitions, key=lambda p: (not p.default, -len(p.nodes)))
-    if not parts:
-        return [(None, names)]
-    left, chosen = set(names), []
-    for p in parts:
-        if left & set(p.nodes):
-            chosen.append((p.name, [n for n in names if n in p.nodes]))
-            left -= set(p.nodes)
-    if left:  # nodes in no partition: Slurm cannot run anything there; show it
-        chosen.append((None, sorted(left)))
-    return chosen
 
 
 def training_partition(spec: ClusterSpec, nodes: int) -> Optional[Tuple[Optional[str], List[str]]]:

@@ -15,18 +15,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
+from provisioner.cluster.jobfiles import JobError  # noqa: F401  (checks import it from here)
+
 
 POLL_S = 0.2
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "PREEMPTED",
                 "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "SPECIAL_EXIT", "REVOKED"}
-
-
-class JobError(Exception):
-    """A job could not be submitted, or did not finish as it should; carries its output file."""
-
-    def __init__(self, message: str, output: Optional[Path] = None):
-        super().__init__(message)
-        self.output = output
 
 
 @dataclass

@@ -1,9 +1,9 @@
 """What verify's checks run against: a cluster's Slurm client, spec, job files and python.
 
-One target for every backend: it is built from a Cluster (or, for a deployed cluster
-over SSH, from what its controller reports) and never asks which backend that is. The
-few facts that differ (where job files go, which python the jobs run, how GPU ids look
-inside a node) come from the provider's Placement.
+One target for every provider (local, docker, and deployed clusters over SSH): it is
+built from a Cluster (target_of) and never asks which backend that is. The few facts
+that differ (where job files go, which python the jobs run, how GPU ids look inside a
+node) come from the cluster's Placement and provider.
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Dict, List, Optional
 from provisioner.cluster.runner import Runner
 from provisioner.cluster.slurm import SlurmClient
 from provisioner.config.types import ClusterSpec
-from provisioner.verify.files import HostDirFiles, JobFiles
+from provisioner.cluster.jobfiles import JobFiles
 
 # Importable by the jobs' python, else the training suite is SKIP (probe run once per module).
 _PROBE = ("import importlib.util, json, sys\n"
@@ -79,12 +79,23 @@ def _parse_probe(stdout: str, modules: List[str]) -> Dict[str, bool]:
 
 
 def target_for(name: str) -> VerifyTarget:
-    """The verify target for cluster ``name``, whichever backend made it."""
-    from provisioner.clusters import Injector, load
-    cluster = load(name)
-    pl = cluster.placement
+    """The verify target for cluster ``name`` of this machine, whichever backend made it."""
+    from provisioner.clusters import load
+    return target_of(load(name))
+
+
+def target_of(cluster) -> VerifyTarget:
+    """The verify target of ``cluster`` (a provisioner.cluster.handle.Cluster), whichever
+    provider made it: job files, python and GPU numbering from its placement and provider;
+    faults where the provider can list a node's processes (else those checks SKIP)."""
+    from provisioner.cluster.capabilities import NodeProcesses
+    from provisioner.clusters import Injector
+    pl, provider = cluster.placement, cluster.provider
+    nodes = cluster.node_names
     return VerifyTarget(
-        name=name, description=f"{cluster.state.backend} cluster '{name}'", spec=cluster.spec, client=cluster.client,
-        files=HostDirFiles(pl.job_root, pl.job_root_in_cluster), python_bin=pl.python_bin,
-        gpus_renumbered=pl.gpus_renumbered, install_hint=pl.install_hint, faults=Injector(name),
-        logs_hint=f"see 'simcluster export-logs DIR --name {name}' for every daemon's log")
+        name=cluster.name, description=provider.describe(cluster), spec=cluster.spec, client=cluster.client,
+        files=provider.job_files(cluster), python_bin=pl.python_bin, gpus_renumbered=pl.gpus_renumbered,
+        install_hint=pl.install_hint, logs_hint=provider.logs_hint(cluster),
+        faults=Injector(cluster.name) if isinstance(provider, NodeProcesses) else None,
+        # The jobs' python is asked where jobs run: a node (the controller may have none).
+        probe_runner=cluster.runner(nodes[0]) if nodes else None)

@@ -5,7 +5,9 @@ One cluster per backend per test module (module scope): `up --backend B --nodes 
 with a check that no process, container or network of it is left. Docker is skipped
 only when no engine answers (in CI, where one must answer, that is a failure).
 
-Adding a backend: add it to BACKENDS and to the extras in test_cluster.py.
+The backends are the registry's (provisioner.providers.BACKENDS: those `up` creates);
+adding one there runs this suite on it, with its bundle extras in test_cluster.py. The
+ssh provider's read-only part runs against the Ansible rig (tests/ansible/test_contract_ssh.py).
 """
 
 from __future__ import annotations
@@ -19,9 +21,10 @@ from typing import List
 
 import pytest
 
+from provisioner.providers import BACKENDS as REGISTERED_BACKENDS
 from tests.conftest import TEST_HOME_ROOT, Cluster, daemons_under, docker_clusters_under, run_cli
 
-BACKENDS = ["local", "docker"]
+BACKENDS = list(REGISTERED_BACKENDS)
 LABEL = "io.simcluster.cluster"
 UP_TIMEOUT = {"local": 180, "docker": 900}  # docker: the first `up` may build the node image
 
@@ -101,7 +104,7 @@ def cluster(request):
     name = f"k{backend[0]}{uuid.uuid4().hex[:5]}"
     up_args = ["up", "--backend", backend, "--nodes", "2", "--fake-gpus", "2", "--name", name]
     try:
-        proc = run_cli(up_args, home, check=True, timeout=UP_TIMEOUT[backend])
+        proc = run_cli(up_args, home, check=True, timeout=UP_TIMEOUT.get(backend, 900))
         yield ContractCluster(home, name, proc, backend, up_args)
     finally:
         left = remove_home(home)

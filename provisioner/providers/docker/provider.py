@@ -31,7 +31,8 @@ from provisioner.cluster.state import ClusterState
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
 from provisioner.paths import ClusterLayout
-from provisioner.providers.base import Progress, Provider
+from provisioner.providers.base import (ExtraLogs, Machines, NodeProcesses, Orphans, Pausable, Progress, Provider,
+                                         Stoppable)
 from provisioner.providers.docker import engine, image
 from provisioner.providers.docker.engine import (LABEL_CLUSTER, LABEL_FAKE, LABEL_GPUS, LABEL_NODE, LABEL_ROLE,
                                                  LABEL_SPEC, LABEL_SPEC_JSON, LABEL_STATE, client, explain)
@@ -117,7 +118,7 @@ def _slurm_flag(spec: ClusterSpec) -> str:
     return "" if release == image.DEFAULT_SLURM else f" --slurm {release}"
 
 
-class DockerProvider(Provider):
+class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orphans, ExtraLogs):
     name = "docker"
     poll_s = 0.5  # each poll is an exec round trip
 
@@ -291,6 +292,9 @@ class DockerProvider(Provider):
                 pass
             except DockerException as exc:
                 raise explain(exc, f"removing network {net.name}") from None
+
+    def discover(self, name: str) -> Optional[ClusterState]:
+        return None  # containers without a state file are orphans: removed, not adopted
 
     def orphans(self) -> List[str]:
         """Clusters whose containers exist without a state file (made by an older simcluster)."""

@@ -22,7 +22,7 @@ from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES
 from provisioner.cluster.state import ClusterState, all_states, port_lock, reserved_ports
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
-from provisioner.providers.base import Progress, Provider
+from provisioner.providers.base import NodeProcesses, Progress, Provider, Stoppable
 from provisioner.providers.local import preflight
 from provisioner.providers.local.ports import allocate_ports
 from provisioner.providers.local.processes import cluster_pids, node_pids, terminate
@@ -55,7 +55,7 @@ def host_runner() -> HostRunner:
     return HostRunner(env)
 
 
-class LocalProvider(Provider):
+class LocalProvider(Provider, Stoppable, NodeProcesses):
     name = "local"
 
     def __init__(self) -> None:
@@ -176,5 +176,5 @@ class LocalProvider(Provider):
     def node_pids(self, state: ClusterState, node: str) -> List[int]:
         return node_pids(state.layout.root, node, state.pids.get(f"slurmd:{node}", 0))
 
-    def versions(self) -> Dict[str, str]:
-        return {}
+    def discover(self, name: str) -> Optional[ClusterState]:
+        return None  # a local cluster is its state directory: without a state file there is none

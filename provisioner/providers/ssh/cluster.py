@@ -1,7 +1,8 @@
 """What a deployed cluster is, read from its controller: nodes, GPUs, partitions, configs.
 
-A cluster made by `simcluster deploy` keeps no state file here: everything `status --ssh`
-and `verify --ssh` know comes from what the controller answers (scontrol, gres.conf).
+A cluster made by `simcluster deploy` keeps no state file here: everything `status --ssh`,
+`verify --ssh` and `export-logs --ssh` know comes from what the controller answers
+(scontrol, gres.conf); provider.py turns it into the cluster's state and placement.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from provisioner.cluster.partitions import covering_partitions
 from provisioner.cluster.slurm import SlurmClient, parse_oneliner
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.errors import SimclusterError
@@ -130,7 +132,6 @@ def read_cluster_with(client: SlurmClient, config: Dict[str, str]) -> DeployedCl
 def node_groups(spec: ClusterSpec) -> List[Tuple[Optional[str], List[str]]]:
     """(partition, nodes) pairs that together reach every node: one srun each (a job runs in
     one partition). The default partition first; nodes in no partition cannot be reached."""
-    from provisioner.verify.basic import covering_partitions
     return [(p, nodes) for p, nodes in covering_partitions(spec) if p is not None]
 
 

@@ -23,8 +23,7 @@ from provisioner.cluster.slurm import SlurmClient
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import SimclusterError
 from provisioner.providers.ssh.cluster import node_groups, srun_on_nodes
-from provisioner.verify.files import JobFiles
-from provisioner.verify.jobs import JobError
+from provisioner.cluster.jobfiles import JobError, JobFiles
 
 RUN_ROOT = Path("/tmp/simcluster-verify")
 _FOUND = "SIMCLUSTER_FILE "

@@ -1,20 +1,28 @@
-"""SSHRunner: a remote host (the controller of a deployed cluster) as a Runner.
+"""The runners of a deployed cluster: its controller over SSH, its compute nodes through it.
 
-Commands go through one SSHSession; files through its SFTP channel. The remote command
-is wrapped in coreutils' `timeout`, so a command that runs too long is stopped *there*
-(closing an SSH channel does not kill what it started) and comes back as rc 124 like
-every other runner's.
+SSHRunner: commands go through one SSHSession; files through its SFTP channel. The remote
+command is wrapped in coreutils' `timeout`, so a command that runs too long is stopped
+*there* (closing an SSH channel does not kill what it started) and comes back as rc 124
+like every other runner's.
+
+ComputeNodeRunner: a compute node, reached as a one-task srun from the controller (the
+hosts need not accept SSH from here, only Slurm jobs). Neither starts daemons: the
+Ansible roles' services run them.
 """
 
 from __future__ import annotations
 
+import base64
 import shlex
 import signal
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, TYPE_CHECKING
 
 from provisioner.cluster.runner import DEFAULT_TIMEOUT, PIDS_ALIVE_SCRIPT, Result, Runner, parse_pids_alive
 from provisioner.errors import UsageError
 from provisioner.providers.ssh.session import SSHSession
+
+if TYPE_CHECKING:
+    from provisioner.cluster.slurm import SlurmClient
 
 # Seconds the SSH channel waits past the remote `timeout`: that one should fire first.
 _CHANNEL_GRACE = 10.0
@@ -80,3 +88,54 @@ class SSHRunner(Runner):
             argv += ["-o", f"UserKnownHostsFile={self.session.known_hosts}"]
         argv.append(f"{t.user}@{t.host}")
         return argv + (["cd", shlex.quote(cwd), "&&"] if cwd else [])
+
+
+class ComputeNodeRunner(Runner):
+    """Compute node ``node``, reached with one-task sruns in partition ``part`` through the
+    controller's ``client`` (commands run as the job's user, in a job's environment)."""
+
+    def __init__(self, client: "SlurmClient", part: Optional[str], node: str, where: Optional[str] = None):
+        self.client, self.part, self.node = client, part, node
+        self.where = where or node
+
+    def run(self, argv, env=None, stdin=None, timeout=DEFAULT_TIMEOUT, cwd=None) -> Result:
+        from provisioner.providers.ssh.cluster import srun_on_nodes
+        argv = [str(a) for a in argv]
+        if env or cwd:
+            argv = ["sh", "-c", remote_command(argv, env, cwd)]
+        return srun_on_nodes(self.client, self.part, [self.node], argv, stdin=stdin, timeout=timeout)
+
+    def start_daemon(self, argv, log_path, env=None) -> int:
+        raise UsageError(f"starting daemons on {self.node} is not supported: 'simcluster deploy' does that")
+
+    def pids_alive(self, pids, marker=None) -> Dict[int, bool]:
+        pids = [int(p) for p in pids]
+        if not pids:
+            return {}
+        res = self.run(["sh", "-c", PIDS_ALIVE_SCRIPT, "sh", marker or "", *map(str, pids)], timeout=30)
+        return parse_pids_alive(res.stdout, pids)
+
+    def kill(self, pids, sig=signal.SIGKILL) -> None:
+        pids = [str(int(p)) for p in pids]
+        if pids:
+            self.run(["kill", f"-{int(sig)}", *pids], timeout=30)
+
+    def read_file(self, path) -> Optional[bytes]:
+        res = self.run(["sh", "-c", 'test -r "$1" && base64 -w0 "$1"', "sh", str(path)], timeout=60)
+        if not res.ok:
+            return None
+        try:
+            return base64.b64decode(res.stdout.strip())
+        except ValueError:
+            return None
+
+    def write_file(self, path, data, mode=0o644) -> None:
+        script = 'base64 -d > "$1" && chmod "$2" "$1"'
+        res = self.run(["sh", "-c", script, "sh", str(path), f"{mode:o}"],
+                       stdin=base64.b64encode(data).decode() + "\n", timeout=60)
+        if not res.ok:
+            raise UsageError(f"writing {path} on {self.node} failed: {res.error_line()}")
+
+    def exec_prefix(self, cwd, interactive) -> List[str]:
+        raise UsageError(f"no shell on compute node {self.node} from here: run commands through the controller "
+                         "(its srun reaches the nodes)")

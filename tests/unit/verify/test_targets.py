@@ -9,7 +9,7 @@ import pytest
 from provisioner.cluster.runner import HostRunner
 from provisioner.cluster.slurm import SlurmClient
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
-from provisioner.verify.files import HostDirFiles
+from provisioner.cluster.jobfiles import HostDirFiles
 from provisioner.verify.targets import VerifyTarget, _parse_probe
 
 

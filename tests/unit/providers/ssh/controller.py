@@ -41,6 +41,8 @@ class Controller(Runner):
     def _answer(self, argv):
         if argv[0] == "sh":
             return ""  # munge round trip, mkdir
+        if argv[0] == "find":  # the config directory's files
+            return "".join(f"{p.rsplit('/', 1)[1]}\n" for p in self.files if p.startswith(argv[1] + "/"))
         if argv[0] == "srun":
             script = argv[argv.index("-c") + 1]
             if "nvidia/version" in script:
@@ -58,6 +60,7 @@ class Controller(Runner):
             ("scontrol", "show", "partition", "--oneliner"):
                 "PartitionName=gpu AllowGroups=ALL Default=YES MaxTime=UNLIMITED Nodes=node[1-2] State=UP\n",
             ("scontrol", "show", "hostnames", "node[1-2]"): "node1\nnode2\n",
+            ("sinfo", "--version"): "slurm-wlm 22.05.8\n",
         }.get(tuple(argv)) or ("node1|idle|none\nnode2|idle|none\n" if argv[0] == "sinfo" else None)
 
     def read_file(self, path):

@@ -1,10 +1,12 @@
-"""Job-file transports: where verify writes its job scripts and reads their output.
+"""Job-file transports: where job scripts are written and their output read.
 
-Checks name files by paths under the run directory on this host; a transport writes and
-reads them wherever the cluster keeps them, and says what path the jobs see.
-HostDirFiles serves clusters whose job directory is on this host (local: the state
-directory; docker: the shared directory mounted in every container). Deployed clusters
-without a shared filesystem use the SSH transport (provisioner/providers/ssh).
+Verify's checks, `exec` and the pytest plugin name files by paths under a directory on
+this host; a transport writes and reads them wherever the cluster keeps them, and says
+what path the jobs see. HostDirFiles serves clusters whose job directory is on this host
+(local: the state directory; docker: the shared directory mounted in every container).
+Deployed clusters without a shared filesystem use the SSH transport
+(provisioner/providers/ssh/files.py). A provider hands out its transport
+(Provider.job_files).
 """
 
 from __future__ import annotations
@@ -16,10 +18,22 @@ from pathlib import Path
 from typing import Optional
 
 
+class JobError(Exception):
+    """A job could not be submitted, or did not finish as it should; carries its output file.
+    A transport raises it (a subclass) when it cannot put a job's files on the cluster, so a
+    check fails with that line (also importable as provisioner.verify.jobs.JobError)."""
+
+    def __init__(self, message: str, output: Optional[Path] = None):
+        super().__init__(message)
+        self.output = output
+
+
 class JobFiles:
-    """The interface. ``root`` is the directory on this host that run directories go in."""
+    """The interface. ``root`` is the directory that run directories go in: on this host
+    where ``on_this_host`` (else the same path on the cluster's hosts)."""
 
     root: Path
+    on_this_host = False
 
     def cluster_path(self, path: Path) -> str:
         """``path`` (under root) as the cluster's jobs see it."""
@@ -59,6 +73,8 @@ class JobFiles:
 
 class HostDirFiles(JobFiles):
     """Job files in a directory of this host that the cluster sees (maybe at another path)."""
+
+    on_this_host = True
 
     def __init__(self, root: Path, root_in_cluster: str):
         self.root = Path(root)

@@ -1,0 +1,186 @@
+"""SSHProvider: a cluster made by `simcluster deploy`, read over SSH on its controller.
+
+A read-only provider (capabilities.ReadOnly): it discovers the cluster from what the
+controller answers (cluster.py), places it (the paths slurm.conf names), and hands out
+runners (the controller over SSH, each compute node as a one-task srun through it).
+status, export-logs and verify then run the same shared code as on local and docker
+clusters. What differs is said here: liveness comes from what Slurm and munge answer
+(there are no pids: the roles' services run the daemons), the config files are read on
+the controller, and job files go to every host (files.py: no shared filesystem).
+Provisioning and deleting stay with `simcluster deploy`: provision and delete refuse.
+"""
+
+from __future__ import annotations
+
+import posixpath
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from provisioner.cluster.jobfiles import JobFiles
+from provisioner.cluster.placement import CONTROLLER, NodePaths, Placement
+from provisioner.cluster.runner import Runner
+from provisioner.cluster.slurm import SlurmClient
+from provisioner.cluster.state import ClusterState
+from provisioner.config.types import ClusterSpec
+from provisioner.errors import UsageError
+from provisioner.providers.base import Progress, Provider, ReadOnly
+from provisioner.providers.ssh.cluster import (ControllerUnavailable, _int, node_groups, parse_config,
+                                               probe_gpus_fake, read_cluster_with)
+from provisioner.providers.ssh.files import RUN_ROOT, SSHJobFiles
+from provisioner.providers.ssh.runner import ComputeNodeRunner, SSHRunner
+from provisioner.providers.ssh.session import SSHSession
+from provisioner.render import RenderInputs
+
+# ansible/roles/training/defaults/main.yml: training_venv.
+TRAINING_BIN = "/opt/simcluster/venv/bin"
+# Where the roles put what slurm.conf does not name (munge's own defaults).
+MUNGE_DIR = "/run/munge"
+
+
+def slurmd_answers(state: str) -> bool:
+    """A node state in which slurmd answers slurmctld ('*' = not responding)."""
+    base = state.lower()
+    return not base.endswith("*") and not base.startswith(("down", "unknown", "future"))
+
+
+def _dir_of(value: Optional[str], default: str) -> str:
+    return posixpath.dirname(value) if value and value.startswith("/") else default
+
+
+class SSHProvider(Provider, ReadOnly):
+    """The cluster whose controller ``controller`` reaches (an SSHRunner; ``target`` names it:
+    USER@HOST[:PORT]). Without one (the registry's instance) it discovers nothing."""
+
+    name = "ssh"
+    poll_s = 0.5  # squeue over SSH costs a round trip: ask less often than on this host
+
+    def __init__(self, controller: Optional[Runner] = None, target: str = ""):
+        self._controller = controller
+        self.target = target
+
+    @classmethod
+    def of_session(cls, session: SSHSession) -> "SSHProvider":
+        return cls(SSHRunner(session), str(session.target))
+
+    # -- the core ---------------------------------------------------------------------------------
+    def provision(self, spec: ClusterSpec, state: ClusterState, progress: Progress) -> None:
+        raise UsageError("clusters on real hosts are made by 'simcluster deploy', not by 'up'",
+                         "simcluster deploy -i inventory.ini [--config cluster.yaml]")
+
+    def delete(self, state: ClusterState) -> List[int]:
+        raise UsageError(f"simcluster does not remove the deployed cluster '{state.name}'",
+                         "stop its services on the hosts (the Ansible roles installed them)")
+
+    def discover(self, name: str) -> Optional[ClusterState]:
+        """The cluster the controller runs, as it answers (a controller runs one cluster:
+        ``name`` is not compared). A slurmctld that does not answer gives a stopped cluster
+        with no nodes; status reports it, verify refuses it (job_files)."""
+        if self._controller is None:
+            return None
+        client = SlurmClient(self.controller(), poll_s=self.poll_s)
+        res = client.run(["scontrol", "show", "config"], timeout=20)
+        config = parse_config(res.stdout) if res.ok else {}
+        cluster = read_cluster_with(client, config)
+        spec = cluster.spec(fake_gpus=False)
+        fake = bool(probe_gpus_fake(cluster, spec)) if res.ok else cluster.device_files_fake()
+        spec = cluster.spec(fake_gpus=fake)
+        target = self.target
+        nodes = {n["NodeName"]: n for n in cluster.nodes if n.get("NodeName")}
+        return ClusterState(
+            name=cluster.name, backend=self.name, spec=spec.to_dict(),
+            # No state directory here: the controller's StateSaveLocation, named with its host.
+            root=f"{target}: {config.get('StateSaveLocation', '?')}",
+            hostname=self.controller().where, user=target.partition("@")[0] if "@" in target else "",
+            controller_port=_int(config.get("SlurmctldPort")) or 0,
+            node_ports={n: _int(info.get("Port")) or _int(config.get("SlurmdPort")) or 0 for n, info in nodes.items()},
+            phase="running" if res.ok else "stopped",
+            provider_data={"target": target, "config": config, "task_prolog": cluster.task_prolog,
+                           "node_addrs": {n: info.get("NodeAddr", n) for n, info in nodes.items()},
+                           "controller_error": "" if res.ok else res.error_line()})
+
+    def placement(self, state: ClusterState) -> Placement:
+        config: Dict[str, str] = state.provider_data.get("config", {})
+        slurm_conf = config.get("SLURM_CONF", "/etc/slurm/slurm.conf")
+        paths = NodePaths(
+            etc=posixpath.dirname(slurm_conf), log=_dir_of(config.get("SlurmctldLogFile"), "/var/log/slurm"),
+            run=_dir_of(config.get("SlurmctldPidFile"), "/run/slurm"),
+            spool=config.get("SlurmdSpoolDir", "/var/spool/slurmd"),
+            state_save=config.get("StateSaveLocation", "/var/spool/slurmctld"), munge_key="/etc/munge/munge.key",
+            munge_socket=f"{MUNGE_DIR}/munge.socket.2", munge_dir=MUNGE_DIR, dev="/dev", db_dir="")
+        render = RenderInputs(paths=paths, hostname=state.hostname, slurm_user=config.get("SlurmUser", "slurm"),
+                              controller_port=state.controller_port, node_ports=state.node_ports,
+                              nodes_are_hosts=True, controller_addr=None,
+                              task_prolog=bool(state.provider_data.get("task_prolog")))
+        target = state.provider_data.get("target", "?")
+        return Placement(
+            render=render, daemon_user=render.slurm_user, munged_on=[CONTROLLER],
+            # On the controller, not on this host (config_files reads it there); job files
+            # go to the same directory on every host (files.py).
+            config_dir=Path(paths.etc), job_root=RUN_ROOT, job_root_in_cluster=str(RUN_ROOT),
+            python_bin=TRAINING_BIN,
+            # Each host owns its GPUs, but the roles' TaskProlog (installed where there are no
+            # device cgroups) still hands jobs the physical ids gres.conf names; without it,
+            # Slurm numbers a node's GPUs from 0.
+            gpus_renumbered=not state.provider_data.get("task_prolog"),
+            controller_where=target, usage=f"use it: ssh {target} sinfo",
+            install_hint=f"the jobs' python ({TRAINING_BIN}) lacks it: deploy with 'simcluster deploy --training'")
+
+    def runner(self, state: ClusterState, key: str) -> Runner:
+        if key == CONTROLLER:
+            return self.controller()
+        client = SlurmClient(self.controller(), poll_s=self.poll_s)
+        part = next((p for p, nodes in node_groups(state.cluster_spec) if key in nodes), None)
+        return ComputeNodeRunner(client, part, key, where=state.provider_data.get("node_addrs", {}).get(key))
+
+    # -- defaults, said for a deployed cluster -----------------------------------------------------
+    def available(self) -> bool:
+        return self._controller is not None
+
+    def job_files(self, cluster) -> JobFiles:
+        """SSHJobFiles: to the controller and every node (their sruns need a controller that answers)."""
+        if cluster.state.phase != "running":
+            raise ControllerUnavailable(
+                f"slurmctld on {cluster.state.provider_data.get('target', '?')} does not answer: "
+                f"{cluster.state.provider_data.get('controller_error') or 'no answer'}",
+                "is the cluster deployed and slurmctld running? ('simcluster deploy' starts it)")
+        return SSHJobFiles(SlurmClient(self.controller(), poll_s=self.poll_s), cluster.spec)
+
+    def describe(self, cluster) -> str:
+        return f"deployed cluster '{cluster.name}' via {cluster.state.provider_data.get('target', '?')}"
+
+    def logs_hint(self, cluster) -> str:
+        p = cluster.paths
+        return f"daemon logs are on the hosts: {p.daemon_log('slurmctld')}, {p.daemon_log('slurmd-<node>')}"
+
+    # -- ReadOnly -----------------------------------------------------------------------------------
+    def daemons_alive(self, cluster) -> Dict[str, bool]:
+        """slurmctld from `scontrol ping`, munged from a `munge -n | unmunge` round trip on the
+        controller, each slurmd from its node's state (a node whose slurmd stopped answering
+        is down or '*')."""
+        client = cluster.client
+        responding = client.ping(timeout=20)
+        munge = client.run(["sh", "-c", "munge -n | unmunge >/dev/null"], timeout=20)
+        states = client.node_states(timeout=20) if responding else None
+        alive = {"slurmctld": responding, "munged": munge.ok}
+        for node in cluster.node_names:
+            ns = (states or {}).get(node)
+            alive[f"slurmd:{node}"] = bool(ns) and slurmd_answers(ns.state)
+        return alive
+
+    def config_files(self, cluster) -> Dict[str, bytes]:
+        """The readable files of the controller's config directory (not its subdirectories)."""
+        etc = cluster.paths.etc
+        ctl = self.controller()
+        res = ctl.run(["find", etc, "-maxdepth", "1", "-type", "f", "-readable", "-printf", "%f\\n"], timeout=20)
+        found: Dict[str, bytes] = {}
+        for name in sorted(res.stdout.split()) if res.ok else []:
+            data = ctl.read_file(posixpath.join(etc, name))
+            if data is not None:
+                found[name] = data
+        return found
+
+    # -- the connection -------------------------------------------------------------------------------
+    def controller(self) -> Runner:
+        if self._controller is None:
+            raise UsageError("a deployed cluster is reached over SSH: pass --ssh USER@HOST")
+        return self._controller
