@@ -1,8 +1,9 @@
 """Build configuration that pyproject.toml cannot express: the top-level directories that
 `up`, `image build` and `deploy` read at run time (ansible/, docker/, configs/templates/)
 are the sources in the checkout, and the build maps each one into the package as
-provisioner/data/<the same path> (a package-dir mapping), so the wheel and the sdist carry
-them and a wheel installed anywhere needs no checkout. Everything else is in pyproject.toml.
+provisioner/data/<the same path> (a package-dir mapping), so a wheel installed anywhere needs
+no checkout. The sdist carries the top-level directories themselves (MANIFEST.in) and builds
+the same wheel. Everything else is in pyproject.toml.
 
 An editable install runs from the checkout, where provisioner/paths.py reads the top-level
 directories themselves.
