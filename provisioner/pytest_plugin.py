@@ -64,6 +64,7 @@ def _option(config, name: str):
 
 def _pool(config):
     if _POOL not in config.stash:
+        # lazy: pytest loads this plugin in every session; the cluster model loads only when a fixture is used
         from provisioner.testing.pool import ClusterPool, stderr_progress
         config.stash[_POOL] = ClusterPool(keep=bool(_option(config, "keep")), progress=stderr_progress)
     return config.stash[_POOL]
@@ -81,6 +82,7 @@ def session_request(config) -> Dict[str, Any]:
 
 def pytest_sessionstart(session):
     """Take down clusters of earlier sessions that died without doing so themselves."""
+    # lazy: pytest loads this plugin in every session; the cluster model loads only when a fixture is used
     from provisioner.testing import owners
     if owners.registry_dir().is_dir():
         owners.sweep(lambda line: print(f"simcluster: {line}", flush=True))
@@ -109,6 +111,7 @@ def _close(config) -> None:
 
 def _use(request, make) -> Any:
     """Run ``make`` (a pool call) as a fixture would: skip or fail with one clear line."""
+    # lazy: pytest loads this plugin in every session; the cluster model loads only when a fixture is used
     from provisioner.testing.pool import BadRequest, CannotRun
     skip = fail = None
     try:
@@ -167,6 +170,7 @@ def slurm_cluster_factory(request):
 def slurm_faults(request):
     """SlurmFaults over `simcluster fault` for this test's slurm_cluster (or cluster=...):
     kill, pause, resume, drain, kill_controller, stop_accounting, heal; all healed at teardown."""
+    # lazy: pytest loads this plugin in every session; the cluster model loads only when a fixture is used
     from provisioner.testing.faults import SlurmFaults
 
     class _Lazy(SlurmFaults):

@@ -112,7 +112,7 @@ class Bench:
         self.cli = [str(exe)] if exe.exists() else [sys.executable, "-m", "provisioner"]
         self.env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM_")}
         self.env["SIMCLUSTER_HOME"] = str(home)
-        os.environ["SIMCLUSTER_HOME"] = str(home)  # where lifecycle.load() finds the raw baseline's cluster
+        os.environ["SIMCLUSTER_HOME"] = str(home)  # where clusters.load() finds the raw baseline's cluster
 
     def sc(self, *args: str, check: bool = True) -> Cmd:
         res = run_timed(self.cli + list(args), self.env)
@@ -281,7 +281,7 @@ def raw_slurmds(c: Cluster, slurmd_env: Dict[str, str]) -> List[str]:
 
 
 def raw_ready(c: Cluster, slurmd_env: Dict[str, str]) -> List[str]:
-    # steps.wait_nodes_ready: sinfo until every node is idle, 10 ms backing off to 50 ms
+    # wait.nodes_ready: sinfo until every node is idle, 10 ms backing off to 50 ms
     # (<= 16 nodes) or 250 ms. A fixed fast poll would cost the 256-node baseline most of
     # a core (one sinfo takes ~40 ms of CPU there).
     n = len(c.node_names)

@@ -28,6 +28,7 @@ from provisioner.check.launch import classify
 from provisioner.check.parse import BATCH, parse_script
 from provisioner.check.rules import ERROR, WARNING, Finding, LOOPBACK_RE
 from provisioner.check.shape import Shape, shape_of
+from provisioner.cluster.wait import WaitTimeout, poll_until
 from provisioner.errors import SimclusterError, UsageError
 
 TOOLS = ("python", "python3", "torchrun", "deepspeed", "accelerate")
@@ -181,14 +182,12 @@ def _submit_and_wait(result: RunResult, spec, script, path: str, scratch: Path, 
         raise UsageError(f"sbatch refused {path} on the dry-run cluster: {res.error_line()}")
     job = res.stdout.strip().split(";")[0]
     result.job_id = job
-    deadline = time.monotonic() + timeout
-    state = ""
-    while time.monotonic() < deadline:
+    def ended():
         state = cluster.client.show_job(job).get("JobState", "")
-        if state in DONE_STATES:
-            break
-        time.sleep(0.2)
-    else:
+        return state in DONE_STATES, state
+    try:
+        state = poll_until(ended, timeout, first_delay=0.2, max_delay=0.2)
+    except WaitTimeout:
         cluster.client.scancel(job)
         state = f"TIMEOUT after {timeout:.0f}s (cancelled)"
     result.state = state

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterator, List, Optional, Sequence, Tuple
 
 from provisioner.check.launch import Launch, classify, parse_nnodes
-from provisioner.check.parse import BATCH, TASK, Assignment, Command, Part, Script, Word
+from provisioner.check.parse import BATCH, TASK, Assignment, Command, Part, Script, Word, srun_options
 from provisioner.check.shape import Shape, shape_of
 
 ERROR = "error"
@@ -88,7 +88,6 @@ def step_tasks_per_node(ctx: Context, srun: Optional[Command]) -> int:
     """Tasks per node of an srun step: its own options, else the header's."""
     if srun is None:
         return 1
-    from provisioner.check.parse import srun_options
     opts, _ = srun_options(srun.argv)
     if "ntasks-per-node" in opts:
         try:
@@ -107,7 +106,6 @@ def step_tasks_per_node(ctx: Context, srun: Optional[Command]) -> int:
 def step_nodes(ctx: Context, srun: Optional[Command]) -> int:
     if srun is None:
         return 1
-    from provisioner.check.parse import srun_options
     opts, _ = srun_options(srun.argv)
     if "nodes" in opts:
         try:
@@ -237,7 +235,6 @@ def rule_no_rank_env(ctx: Context) -> Iterator[Finding]:
         tasks = step_nodes(ctx, cmd.srun) * step_tasks_per_node(ctx, cmd.srun)
         if tasks <= 1 or any(a.name == "RANK" for a in ctx.script.assignments):
             continue
-        from provisioner.check.parse import srun_options
         if srun_options(cmd.srun.argv)[0].get("mpi", ("none", None))[0] not in (None, "none"):
             continue  # srun --mpi=pmix|pmi2: an MPI program gets its rank from PMI, not RANK
         if any("rank" in w.lower() for w in cmd.words()[launch.program_index + 1:]):
@@ -455,7 +452,6 @@ def rule_kill_on_bad_exit(ctx: Context) -> Iterator[Finding]:
     for cmd in ctx.script.commands:
         if cmd.shell != BATCH or cmd.name != "srun" or cmd.prog_index >= len(cmd.argv):
             continue
-        from provisioner.check.parse import srun_options
         opts, _ = srun_options(cmd.argv)
         value = opts.get("kill-on-bad-exit", opts.get("K", (None, None)))[0]
         if value is not None and value != "0":

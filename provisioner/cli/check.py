@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import click
 
+from provisioner.cli.common import echo_json
+from provisioner.errors import UsageError
+
 
 @click.command("check")
 @click.argument("scripts", nargs=-1, required=True, metavar="SCRIPT...")
@@ -33,10 +36,9 @@ def command(ctx, scripts, as_json, run, real, no_shellcheck, timeout):
     Exit 1 when an error is found, 0 when clean or only warnings, 2 when a script cannot be read.
     See docs/check.md.
     """
+    # lazy: the checker (tree-sitter) loads only when the command runs, not for --help
     from provisioner.check.report import (check_text, exit_code, format_finding, read_scripts, summary,
                                           to_json)
-    from provisioner.cli.common import echo_json
-    from provisioner.errors import UsageError
     if real and not run:
         raise UsageError("--real only goes with --run", "simcluster check --run --real SCRIPT")
     if run and len(scripts) != 1:
@@ -47,7 +49,7 @@ def command(ctx, scripts, as_json, run, real, no_shellcheck, timeout):
         findings += check_text(path, text, use_shellcheck=not no_shellcheck)
     extra = None
     if run:
-        from provisioner.check.dryrun import dry_run
+        from provisioner.check.dryrun import dry_run  # lazy: the cluster model loads only for --run
         result = dry_run(texts[0][0], texts[0][1], real=real, timeout=timeout,
                          progress=(lambda m: None) if as_json else (lambda m: click.echo(m, err=True)))
         findings += result.findings

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import click
 
 from provisioner.config.validate import NAME_RE
@@ -21,5 +23,4 @@ name_option = click.option("--name", "-n", default="default", show_default=True,
 
 
 def echo_json(data) -> None:
-    import json
     click.echo(json.dumps(data, indent=2, sort_keys=True))

@@ -32,7 +32,7 @@ def command(inventory, config_path, check, training, insecure):
     Running it again changes nothing unless the inventory or the spec changed.
     See ansible/inventory.example.ini and docs/deploy.md.
     """
-    from provisioner.deploy.apply import deploy  # Ansible's modules load only here
+    from provisioner.deploy.apply import deploy  # lazy: Ansible's modules load only here
     summary = deploy(inventory, config_path, lambda m: print(m, file=sys.stderr, flush=True), check=check,
                      training=training, insecure_host_keys=insecure)
     click.echo(summary.line())

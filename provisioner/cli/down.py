@@ -14,6 +14,7 @@ from provisioner.errors import UsageError
 @click.option("--all", "all_", is_flag=True, help="Remove every cluster on this machine (local and docker).")
 def command(name, all_):
     """Stop a cluster's daemons (or containers) and jobs, and delete its state."""
+    # lazy: the cluster model and provider registry load only when the command runs, not for --help
     from provisioner.clusters import down, list_clusters
     if all_ and name:
         raise UsageError("give either --name or --all, not both")

@@ -63,6 +63,7 @@ def command(name):
     host's shell and from scripts. Run them from the cluster's shared directory (`simcluster
     status` shows it): that directory is /shared on every node.
     """
+    # lazy: the cluster model loads only when the command runs, not for --help
     from provisioner.clusters import load
     cluster = load(name)
     for key, value in cluster.placement.client_env.items():

@@ -22,6 +22,7 @@ def command(name, argv):
     controller container, in /shared (or the matching directory when you are inside the
     cluster's shared directory on the host).
     """
+    # lazy: the cluster model loads only when the command runs, not for --help
     from provisioner.clusters import load
     from provisioner.cluster.jobfiles import HostDirFiles
     cluster = load(name)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import click
 
 from provisioner.cli.common import name_option
+from provisioner.errors import ClusterNotFound, UsageError
 
 
 def _inject(name, verb, *args):
@@ -13,7 +14,6 @@ def _inject(name, verb, *args):
     cluster is bad input here (exit 2)."""
     # lazy: the cluster model loads only when a fault command runs, not for --help
     from provisioner.clusters import Injector
-    from provisioner.errors import ClusterNotFound, UsageError
     try:
         return getattr(Injector(name), verb)(*args)
     except ClusterNotFound as exc:

@@ -7,6 +7,8 @@ import time
 
 import click
 
+from provisioner.config.versions import DEFAULT_SLURM, normalize
+from provisioner.errors import UsageError
 
 
 @click.group("image")
@@ -29,13 +31,11 @@ def build(train, offline, no_cache, slurm):
     imported offline (under a minute to three minutes, once per suite). A rebuild with
     nothing changed is cached. Prints the exact Slurm version installed.
     """
-    from provisioner.config.versions import DEFAULT_SLURM, normalize
-    from provisioner.errors import UsageError
     try:
         release = normalize(slurm) if slurm is not None else DEFAULT_SLURM
     except ValueError as exc:
         raise UsageError(f"--slurm: {exc}") from None
-    from provisioner.providers.docker.image import build_image, installed_slurm  # the docker SDK loads only here
+    from provisioner.providers.docker.image import build_image, installed_slurm  # lazy: the docker SDK loads only here
     t0 = time.monotonic()
     tag = build_image(lambda m: print(m, file=sys.stderr, flush=True), train=train, offline=offline,
                       no_cache=no_cache, slurm=release)

@@ -11,6 +11,7 @@ from provisioner.cli.common import echo_json
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def command(as_json):
     """List local clusters (under $SIMCLUSTER_HOME) and docker clusters, with their status."""
+    # lazy: the cluster model loads only when the command runs, not for --help
     from provisioner.clusters import list_clusters
     clusters = list_clusters()
     if as_json:

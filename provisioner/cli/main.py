@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import importlib
 import sys
 import traceback
 
 import click
 
 from provisioner import __version__
+from provisioner.config.versions import SLURM_SUITES, host_slurm_version
 from provisioner.errors import SimclusterError
 
 COMMANDS = ["up", "down", "stop", "start", "fault", "status", "list", "env", "exec", "render", "export_logs", "image", "deploy", "verify", "test_cmd", "check"]
@@ -39,12 +41,12 @@ class _Group(click.Group):
 def version_text() -> str:
     """`simcluster --version`: ours, the host's Slurm (local backend) and the Slurm releases
     docker clusters can run, with the node images already built."""
-    from provisioner.config.versions import SLURM_SUITES, host_slurm_version
     lines = [f"simcluster {__version__}",
              f"Slurm on this host (local backend): {host_slurm_version() or 'none (apt-get install slurmctld slurmd)'}",
              "Slurm for docker clusters (simcluster image build --slurm R; up --backend docker --slurm R): "
              + ", ".join(f"{rel} (Debian {suite})" for rel, suite in SLURM_SUITES.items())]
     try:  # images already built; no engine or no SDK: say nothing about images
+        # lazy: the docker SDK loads only for --version, not at every start
         from provisioner.providers.docker import engine, image
         if engine.engine_version():
             built = [tag for rel in SLURM_SUITES for tag in (image.image_tag(False, rel), image.image_tag(True, rel))
@@ -83,7 +85,6 @@ def cli(ctx: click.Context, verbose: bool) -> None:
 
 
 def _register() -> None:
-    import importlib
     for name in COMMANDS:
         module = importlib.import_module(f"provisioner.cli.{name}")
         cli.add_command(module.command)

@@ -20,6 +20,7 @@ def command(name, all_, wait):
     Only dead daemons are started (a pid that now belongs to another process, e.g. after
     a reboot, is never taken for ours); docker containers are started first.
     """
+    # lazy: the cluster model loads only when the command runs, not for --help
     from provisioner.clusters import start
     names = names_of(name, all_, "running")
     for n in names:

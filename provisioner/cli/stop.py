@@ -10,6 +10,7 @@ from provisioner.errors import UsageError
 
 def names_of(name, all_, want_phase):
     """--name N or --all (every cluster whose phase is not ``want_phase``)."""
+    # lazy: the cluster model loads only when the command runs, not for --help
     from provisioner.clusters import list_clusters
     if all_ and name:
         raise UsageError("give either --name or --all, not both")
@@ -28,6 +29,7 @@ def command(name, all_):
     slurmctld gets SIGTERM first, so it saves its state; what does not stop within 15 s is
     killed. 'simcluster start' (or 'up' with the same spec) brings the cluster back.
     """
+    # lazy: the cluster model loads only when the command runs, not for --help
     from provisioner.clusters import stop
     names = names_of(name, all_, "stopped")
     for n in names:

@@ -38,6 +38,7 @@ def command(name, suite, as_json, junit, timeout, keep_on_failure, logs_dir, **o
     On failure the job outputs and daemon logs are copied to --logs-dir (or, with
     --keep-on-failure, the cluster stays up and its state directory is printed).
     """
+    # lazy: the cluster model, verify and the provider load only when the command runs, not for --help
     from provisioner import clusters
     from provisioner.cluster.logs import export_logs
     from provisioner.providers import provider_named

@@ -31,6 +31,7 @@ def command(name, retain, recreate, **options):
     state, munge key and database; queued jobs and accounting are kept. Only --recreate or
     `simcluster down` wipe a cluster.
     """
+    # lazy: the cluster model, jinja2 and the provider load only when the command runs, not for --help
     from provisioner.clusters import up
     from provisioner.providers import provider_named
     spec = load_spec_from_options(name, options)

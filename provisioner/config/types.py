@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from provisioner.config.versions import DEFAULT_SLURM
+
 API_VERSION = "simcluster/v1"
 KIND = "Cluster"
 
@@ -49,7 +51,6 @@ class ClusterSpec:
     @property
     def slurm_release(self) -> Optional[str]:
         """The release this cluster runs when the backend decides it (docker); None for local's host Slurm."""
-        from provisioner.config.versions import DEFAULT_SLURM
         return self.slurm or (DEFAULT_SLURM if self.backend == "docker" else None)
 
     @property

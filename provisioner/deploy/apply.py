@@ -10,6 +10,7 @@ from provisioner.deploy.extravars import build_extravars, deploy_dir
 from provisioner.deploy.inventory import load_inventory
 from provisioner.deploy.preflight import HIDDEN_SSH_REASON, check_reachable, ssh_reason
 from provisioner.deploy.runner import DeployResult, run_playbook
+from provisioner.deploy.wheelhouse import TRAINING_REQUIREMENTS, fill_wheelhouse
 from provisioner.errors import SimclusterError
 
 
@@ -41,7 +42,6 @@ def deploy(inventory_path: str, config_path: Optional[str], progress: Callable[[
     name = extravars["slurm_cluster_name"]
     check_reachable(inventory.hosts)
     if training:
-        from provisioner.deploy.wheelhouse import TRAINING_REQUIREMENTS, fill_wheelhouse
         extravars.update(slurm_training=True, training_wheelhouse=str(fill_wheelhouse(progress)),
                          training_requirements=TRAINING_REQUIREMENTS)
     progress(f"deploying cluster '{name}': controller {inventory.controller.name}, "

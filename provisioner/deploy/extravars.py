@@ -18,6 +18,7 @@ from provisioner.config.validate import validate
 from provisioner.deploy.inventory import Inventory
 from provisioner.errors import ConfigError
 from provisioner.paths import simcluster_home
+from provisioner.render import TIMEOUTS
 
 # Keys of a spec that only mean something on one machine; deploy ignores them.
 LOCAL_ONLY_KEYS = ("backend", "image", "privileged", "nodePrefix")
@@ -109,7 +110,6 @@ def build_extravars(config_path: Optional[str], inventory: Inventory) -> Dict[st
     if "slurmConf" in raw:
         extra["slurm_extra_lines"] = list(spec.slurm_conf_extra)
     if "failureDetection" in raw:
-        from provisioner.render import TIMEOUTS
         extra["slurm_timeouts"] = dict(TIMEOUTS[spec.failure_detection])
     if "fakeGpus" in raw:
         extra["slurm_fake_gpus"] = spec.fake_gpus

@@ -56,6 +56,7 @@ class Inventory:
 
 def _ansible_parse(path: Path):
     try:
+        # lazy: Ansible is an optional dependency (the deploy extra) and slow to import
         from ansible.errors import AnsibleError
         from ansible.inventory.data import InventoryData
         from ansible.parsing.dataloader import DataLoader
@@ -75,6 +76,7 @@ def _ansible_parse(path: Path):
 
 
 def _merged_vars(host) -> Dict[str, Any]:
+    # lazy: Ansible is an optional dependency (the deploy extra) and slow to import
     from ansible.inventory.helpers import get_group_vars
     from ansible.utils.vars import combine_vars
     return dict(combine_vars(get_group_vars(host.get_groups()), host.get_vars()))

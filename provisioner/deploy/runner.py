@@ -124,6 +124,7 @@ def run_playbook(inventory: Path, extravars: Dict, private_dir: Path, progress: 
                  playbook_dir: Path = PLAYBOOK_DIR) -> DeployResult:
     """Run site.yml against ``inventory``; artifacts of the last runs stay in ``private_dir``."""
     try:
+        # lazy: ansible-runner is an optional dependency (the deploy extra); a clear error where it is missing
         import ansible_runner
     except ImportError:
         raise PrerequisiteError("simcluster deploy needs ansible-runner and ansible-core",

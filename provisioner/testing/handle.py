@@ -16,7 +16,9 @@ from typing import Dict, List, Mapping, Optional, Sequence, Union
 
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES, SlurmClient, SlurmError
+from provisioner.cluster import logs
 from provisioner.testing.jobs import Job, SbatchError, wants_own_output
+from provisioner import clusters
 from provisioner.cluster.jobfiles import HostDirFiles
 
 
@@ -146,10 +148,8 @@ class SlurmCluster:
     # -- logs ------------------------------------------------------------------------------------
     def export_logs(self, dest: Union[str, os.PathLike]) -> Path:
         """Write the cluster's export-logs bundle into ``dest``; return it."""
-        from provisioner.clusters import load
-        from provisioner.cluster.logs import export_logs
         dest = Path(dest)
-        export_logs(load(self.name), dest)  # fresh state: faults and pids as they are now
+        logs.export_logs(clusters.load(self.name), dest)  # fresh state: faults and pids as they are now
         return dest
 
     @property

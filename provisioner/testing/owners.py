@@ -16,6 +16,8 @@ import time
 from pathlib import Path
 from typing import Callable, List, Optional
 
+from provisioner import clusters
+from provisioner.errors import ClusterNotFound, SimclusterError
 from provisioner.paths import simcluster_home
 
 PREFIX = "pyt-"
@@ -77,12 +79,10 @@ def orphaned() -> List[str]:
 
 def sweep(log: Callable[[str], None] = lambda line: None) -> List[str]:
     """Take down every recorded cluster whose owner is gone; return their names."""
-    from provisioner.clusters import down
-    from provisioner.errors import ClusterNotFound, SimclusterError
     removed = []
     for name in orphaned():
         try:
-            log(down(name) + " (its pytest session had ended without taking it down)")
+            log(clusters.down(name) + " (its pytest session had ended without taking it down)")
             removed.append(name)
         except ClusterNotFound:
             pass  # never made, or another session swept it first

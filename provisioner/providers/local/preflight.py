@@ -11,6 +11,7 @@ from provisioner.config.types import ClusterSpec
 from provisioner.errors import PrerequisiteError, UsageError
 from provisioner.paths import ClusterLayout
 from provisioner.cluster.runner import find_binary
+from provisioner.providers.local import names
 from provisioner.providers.local.ports import check_ports_free
 
 REQUIRED_BINARIES = {
@@ -79,7 +80,6 @@ def explicit_ports(spec: ClusterSpec) -> List[int]:
 def name_resolver() -> Tuple[str, Optional[str]]:
     """How node names will resolve in jobs: (names.NAMESPACE, None) where a private
     /etc/hosts per slurmd is allowed, else (names.NSS_WRAPPER, its library) or an error."""
-    from provisioner.providers.local import names
     if names.namespaces_work(Path("/etc/hosts")):
         return names.NAMESPACE, None
     return names.NSS_WRAPPER, find_nss_wrapper()
@@ -89,7 +89,6 @@ def pid_namespaces_work() -> bool:
     """Can each slurmd get a PID namespace of its own here (names.namespace_prefix)? Needs
     tini (Debian package `tini`) and a kernel that lets us make the namespace and mount
     its /proc. Where not, nodes share the host's process table, as before."""
-    from provisioner.providers.local import names
     init = names.pid_init()
     return bool(init) and names.namespaces_work(Path("/etc/hosts"), init)
 

@@ -12,12 +12,12 @@ from __future__ import annotations
 
 import os
 import signal
-import time
 from pathlib import Path
-from typing import Iterable, List
+from typing import Iterable, List, Tuple
 
 from provisioner.cluster.handle import MARKER_VAR
 from provisioner.cluster.runner import process_alive as pid_alive
+from provisioner.cluster.wait import WaitTimeout, poll_until
 
 
 def _read(path: str) -> bytes:
@@ -60,14 +60,15 @@ def terminate(pids: Iterable[int], grace: float = 2.0) -> List[int]:
                 pass
             except PermissionError:
                 pass
-        deadline = time.monotonic() + (grace if sig == signal.SIGTERM else 2.0)
-        delay = 0.005
-        while pids and time.monotonic() < deadline:
+        def gone() -> Tuple[bool, List[int]]:
+            nonlocal pids
             _reap()
             pids = [p for p in pids if pid_alive(p)]
-            if pids:
-                time.sleep(delay)
-                delay = min(delay * 2, 0.05)
+            return not pids, pids
+        try:
+            poll_until(gone, grace if sig == signal.SIGTERM else 2.0, first_delay=0.005, max_delay=0.05, factor=2)
+        except WaitTimeout:
+            pass  # after SIGTERM: SIGKILL next; after SIGKILL: returned as survivors
         if not pids:
             break
     return pids
