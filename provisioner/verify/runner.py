@@ -10,11 +10,6 @@ cores, two trainings at once are not faster).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from provisioner.config.types import ClusterSpec
-
 import threading
 import time
 import traceback
@@ -23,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
+from provisioner.config.types import ClusterSpec
 from provisioner.verify.context import VerifyContext
 from provisioner.verify.jobs import JobError, first_error, tail
 from provisioner.verify.outcome import FAIL, PASS, SKIP, CheckFailed, CheckSkipped, Outcome

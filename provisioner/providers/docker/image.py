@@ -19,7 +19,9 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import tempfile
+from importlib.metadata import requires
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
@@ -186,7 +188,6 @@ def bootstrap_base(progress: Progress, tag: str = OFFLINE_BASE, suite: str = "bo
 
 def train_requirements() -> List[str]:
     """The `train` extra of this package (torch pinned to the host's CPU wheel)."""
-    from importlib.metadata import requires
     reqs = []
     for req in requires("simcluster") or []:
         if "extra ==" in req and re.search(r"extra\s*==\s*['\"]train['\"]", req):
@@ -219,7 +220,6 @@ def fill_wheelhouse(dest: Path, train: bool, progress: Progress, refresh: bool =
         wheels = []
     if not wheels or not all(w.exists() for w in wheels):
         progress(f" - collecting wheels for {', '.join(reqs)} (cache: {cache})")
-        import sys
         proc = subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--wheel-dir", str(cache),
                                "--find-links", str(cache), *reqs],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
