@@ -98,6 +98,7 @@ def pytest_unconfigure(config):
 
 
 def _close(config) -> None:
+    # lazy: pytest loads this plugin in every session; the cluster model loads only when a fixture is used
     from provisioner.testing import owners
     pool = config.stash.get(_POOL, None)
     if pool is not None:

@@ -26,6 +26,7 @@ _SENTINEL_RE = re.compile(r"__SCK(\d+)__")
 
 
 def _parser():
+    # lazy: tree-sitter loads its grammar only when a script is parsed (not for `simcluster --help`)
     import tree_sitter_bash
     from tree_sitter import Language, Parser
     return Parser(Language(tree_sitter_bash.language()))

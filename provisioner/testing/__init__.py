@@ -15,6 +15,7 @@ _NAMES = {"SlurmCluster": "handle", "Job": "jobs", "JobTimeout": "jobs", "Sbatch
 
 def __getattr__(name):
     if name in _NAMES:
+        # lazy: `import provisioner.testing` (the pytest plugin, every session) loads no cluster model
         import importlib
         return getattr(importlib.import_module(f"provisioner.testing.{_NAMES[name]}"), name)
     raise AttributeError(name)

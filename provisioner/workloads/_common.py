@@ -17,6 +17,7 @@ import json
 import os
 import socket
 import sys
+import time
 import warnings
 from typing import Dict, List
 
@@ -111,15 +112,13 @@ def maybe_break(step: int) -> None:
         raise RuntimeError("SIMCLUSTER_BREAK=crash: injected failure on the last rank")
     if mode == "hang":
         log("SIMCLUSTER_BREAK=hang: the last rank stops answering")
-        import time
-        time.sleep(10 ** 6)
+        time.sleep(10 ** 6)  # deliberate: a hung rank, for the checks that must notice one
 
 
 def train_regression(step, rank: int, steps: int, batch: int, device) -> List[float]:
     """Train on every rank's own shard of one regression problem y = x . w* (w* the same on
     every rank); ``step(x, y)`` runs one forward/backward/update and returns the loss.
     Returns the loss averaged across ranks after each step."""
-    import torch
     w_true = torch.randn(16, 1, generator=torch.Generator().manual_seed(7))
     gen = torch.Generator().manual_seed(rank)
     losses = []
@@ -133,7 +132,6 @@ def train_regression(step, rank: int, steps: int, batch: int, device) -> List[fl
 
 def plain_step(model, opt):
     """A step for train_regression: MSE loss, backward, optimizer step."""
-    import torch
 
     def step(x, y):
         loss = torch.nn.functional.mse_loss(model(x), y)

@@ -26,6 +26,7 @@ CUDA = torch.cuda.is_available() and torch.cuda.device_count() > 0
 
 def _skip_shm_comm_build() -> None:
     """Mark DeepSpeed's shared-memory allreduce op incompatible so it is never compiled."""
+    # lazy: deepspeed is imported only after its shm op is disabled (see main)
     import deepspeed.ops
     deepspeed.ops.__compatible_ops__["deepspeed_shm_comm"] = False
 
@@ -34,7 +35,7 @@ def main() -> None:
     t0 = time.time()
     if not CUDA:
         _skip_shm_comm_build()
-    import deepspeed
+    import deepspeed  # lazy: after _skip_shm_comm_build, so the shm op is never compiled
 
     steps = int(os.environ.get("SIMCLUSTER_STEPS", "30"))
     dev = c.pick_device()
