@@ -16,6 +16,10 @@ import secrets
 import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+from provisioner import clusters, providers
+from provisioner.config import load_spec
+from provisioner.config.overrides import spec_overrides
+from provisioner.errors import ClusterNotFound, SimclusterError
 from provisioner.testing import owners
 from provisioner.testing.handle import SlurmCluster
 
@@ -47,22 +51,19 @@ def gpu_choices(value: Any) -> Dict[str, Any]:
 
 def gpu_overrides(value: Any) -> Dict[str, Any]:
     """The spec keys (gpus, fakeGpus) of a gpus= value (see gpu_choices)."""
-    from provisioner.config.overrides import spec_overrides
     return spec_overrides(**gpu_choices(value))
 
 
 def describe(request: Dict[str, Any]) -> str:
     """'2 nodes, local, gpus fake:2' for messages."""
-    parts = [f"{request.get('nodes') or 2} nodes", request.get("backend") or "local"]
+    nodes = request.get("nodes")
+    parts = [f"{2 if nodes in (None, '') else nodes} nodes", request.get("backend") or "local"]
     parts += [f"{k} {v}" for k, v in sorted(request.items()) if k not in ("nodes", "backend") and v not in (None, False)]
     return ", ".join(parts)
 
 
 def build_spec(name: str, request: Dict[str, Any]):
     """The ClusterSpec of ``request`` (validated as `up` would); BadRequest/CannotRun otherwise."""
-    from provisioner.config import load_spec
-    from provisioner.config.overrides import spec_overrides
-    from provisioner.errors import SimclusterError
     unknown = sorted(set(request) - set(REQUEST_KEYS))
     if unknown:
         raise BadRequest(f"unknown slurm marker key(s) {', '.join(unknown)} (allowed: {', '.join(REQUEST_KEYS)})")
@@ -115,15 +116,12 @@ class ClusterPool:
 
     def make(self, request: Dict[str, Any]) -> SlurmCluster:
         """A new cluster of ``request``, owned by this session."""
-        from provisioner.clusters import load, up
-        from provisioner.errors import SimclusterError
-        from provisioner.providers import provider_named
         key = self.key(request)
         if key in self._cannot:
             raise CannotRun(self._cannot[key])
         name = self.new_name()
         spec = build_spec(name, request)
-        provider = provider_named(spec.backend)
+        provider = providers.provider_named(spec.backend)
         try:
             provider.sanity_checks(spec)
         except SimclusterError as exc:
@@ -131,7 +129,7 @@ class ClusterPool:
             raise CannotRun(self._cannot[key]) from None
         owners.record(name)  # before anything exists: a session killed during `up` is swept too
         try:
-            self.progress(up(spec, provider, progress=self.progress).splitlines()[0])
+            self.progress(clusters.up(spec, provider, progress=self.progress).splitlines()[0])
         except SimclusterError as exc:
             owners.forget(name)  # up deleted what it made
             raise BadRequest(f"simcluster up of a cluster of {describe(request)} failed: {exc.one_line()}"
@@ -139,25 +137,21 @@ class ClusterPool:
         except BaseException:
             owners.forget(name)
             raise
-        handle = SlurmCluster(load(name), owned=True)
+        handle = SlurmCluster(clusters.load(name), owned=True)
         self.owned.append(handle)
         return handle
 
     def attach(self, name: str) -> SlurmCluster:
         """A running cluster this session did not make (--simcluster-existing); never taken down."""
-        from provisioner.clusters import load
-        from provisioner.errors import SimclusterError
         if name not in self.attached:
             try:
-                self.attached[name] = SlurmCluster(load(name), owned=False)
+                self.attached[name] = SlurmCluster(clusters.load(name), owned=False)
             except SimclusterError as exc:
                 raise BadRequest(f"--simcluster-existing {name}: {exc.one_line()}") from None
         return self.attached[name]
 
     def release(self, handle: SlurmCluster, quiet: bool = False) -> None:
         """Take down one owned cluster now (factory clusters at the end of their test)."""
-        from provisioner.clusters import down
-        from provisioner.errors import ClusterNotFound
         if handle not in self.owned:
             return
         self.owned.remove(handle)
@@ -167,7 +161,7 @@ class ClusterPool:
             self.kept.append(handle.name)
             return
         try:
-            message = down(handle.name)
+            message = clusters.down(handle.name)
             if not quiet:
                 self.progress(message)
         except ClusterNotFound:
