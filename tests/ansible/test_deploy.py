@@ -1,91 +1,24 @@
 """`simcluster deploy` on real hosts made here: three bare Debian containers running sshd.
 
-deploy (with a spec: fake GPUs, a partition, an extra slurm.conf line; and --training) ->
-verify --ssh basic,ddp runs local verify's checks and passes -> a second deploy changes nothing -> status --ssh is
-healthy -> bad inputs give one clear line -> everything is removed (fixture finalizer,
-even when a test fails).
+deploy (with a spec: fake GPUs, a partition, an extra slurm.conf line; and --training;
+the rig and the deploy are conftest.py's, shared with test_contract_ssh.py, which runs
+verify --ssh basic,ddp and the other read-only contract tests) -> a second deploy
+changes nothing -> status --ssh is healthy -> bad inputs give one clear line ->
+everything is removed (fixture finalizer, even when a test fails).
 """
 
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import socket
 import subprocess
-import tempfile
-import time
-import uuid
-import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import pytest
 
-from tests.ansible.rig import Rig, build_image
+from tests.ansible.conftest import deploy
 from tests.conftest import run_cli
 
 pytestmark = pytest.mark.integration
-SPEC = """apiVersion: simcluster/v1
-kind: Cluster
-name: {name}
-fakeGpus: true
-nodes:
-  - {{name: node1, gpus: [0], cpus: 4, memory: 4G}}
-  - {{name: node2, gpus: [1], cpus: 4, memory: 4G}}
-partitions:
-  - {{name: gpu, nodes: ALL, default: true}}
-slurmConf:
-  - "MaxJobCount=5000"
-"""
-
-
-def engine_available() -> bool:
-    return shutil.which("docker") is not None and subprocess.run(
-        ["docker", "version"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=30).returncode == 0
-
-
-@pytest.fixture(scope="module")
-def rig():
-    if not engine_available():
-        if os.environ.get("CI"):
-            pytest.fail("CI=true but no docker engine answers: make test starts dockerd")
-        pytest.skip("no docker engine (start dockerd, or run 'make setup-docker')")
-    build_image()
-    run_id = uuid.uuid4().hex[:6]
-    made = Rig(run_id, Path(tempfile.gettempdir()) / f"sc-deploytest-{run_id}")
-    try:
-        made.start(["ctl", "node1", "node2"])
-        yield made
-    finally:
-        made.remove()
-        assert made.leftovers() == [], "containers or network of the deploy test left behind"
-        assert not made.workdir.exists()
-
-
-@pytest.fixture(scope="module")
-def setup(rig):
-    """Inventory, spec and SIMCLUSTER_HOME of the rig (all inside its work dir)."""
-    name = f"dt{rig.run_id}"
-    spec = rig.workdir / "cluster.yaml"
-    spec.write_text(SPEC.format(name=name))
-    return {"name": name, "inventory": rig.inventory("ctl", ["node1", "node2"], cluster=name), "spec": spec,
-            "home": rig.workdir / "home", "target": f"root@127.0.0.1:{rig.hosts['ctl']}",
-            "ssh": ["--ssh-key", str(rig.key), "--known-hosts", str(rig.known_hosts)]}
-
-
-def deploy(setup, *extra, timeout=1500):
-    t0 = time.monotonic()
-    proc = run_cli(["deploy", "-i", str(setup["inventory"]), "-c", str(setup["spec"]), *extra], setup["home"],
-                   timeout=timeout)
-    return proc, time.monotonic() - t0
-
-
-@pytest.fixture(scope="module")
-def deployed(setup):
-    proc, seconds = deploy(setup, "--training")
-    print(f"\nfirst deploy: {seconds:.1f}s: {proc.stdout.strip()}")
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    return proc
 
 
 def verify(setup, *args):
@@ -100,31 +33,6 @@ def test_deploy_turns_bare_hosts_into_an_idle_cluster(deployed, setup):
     assert "slurm_common : Render slurm.conf, gres.conf and cgroup.conf  changed:" in deployed.stderr
     key = setup["home"] / ".deploy" / setup["name"] / "munge.key"
     assert key.stat().st_size == 1024 and oct(key.stat().st_mode & 0o777) == "0o600"
-
-
-def local_check_names(suites):
-    """The checks local `verify --suite ...` runs on a cluster without accounting."""
-    from provisioner.config.types import ClusterSpec
-    from provisioner.verify.suites import checks_for
-    spec = ClusterSpec(name="x", backend="local", nodes=(), partitions=(), accounting=False)
-    return [c.name for c in checks_for(suites, spec)]
-
-
-def test_verify_over_ssh_runs_the_same_checks_as_local_verify(deployed, setup):
-    junit = setup["home"] / "verify-ssh.xml"
-    t0 = time.monotonic()
-    proc = verify(setup, "--suite", "basic,ddp", "--junit", str(junit), "--json", "--timeout", "240")
-    print(f"\nverify --ssh basic,ddp: {time.monotonic() - t0:.1f}s\n{proc.stderr}")
-    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
-    reported = [tc.get("name") for tc in ET.parse(junit).getroot().iter("testcase")]
-    assert reported == local_check_names(["basic", "ddp"])
-    result = json.loads(proc.stdout)
-    assert [c["name"] for c in result["checks"]] == reported
-    by_name = {c["name"]: c for c in result["checks"]}
-    assert all(c["status"] == "PASS" for c in result["checks"]), {n: c["message"] for n, c in by_name.items()}
-    # TaskProlog: each node's own (fake) GPU id, as gres.conf gives it (node2 owns GPU 1).
-    assert "physical GPU ids (fake) in batch and srun steps: node1=0 node2=1" in by_name["basic.gpus"]["message"]
-    assert "2 ranks on node1+node2, cpu/gloo" in by_name["ddp.train"]["message"]
 
 
 def test_verify_over_ssh_refuses_a_bad_suite_before_connecting(setup):

@@ -14,7 +14,7 @@ import glob
 import os
 import sys
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 from provisioner.cluster.placement import CONTROLLER, NodePaths, Placement
 from provisioner.cluster.runner import HostRunner

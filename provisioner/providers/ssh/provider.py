@@ -23,7 +23,7 @@ from provisioner.cluster.slurm import SlurmClient
 from provisioner.cluster.state import ClusterState
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
-from provisioner.providers.base import Progress, Provider, ReadOnly
+from provisioner.providers.base import ExtraLogs, Progress, Provider, ReadOnly
 from provisioner.providers.ssh.cluster import (ControllerUnavailable, _int, node_groups, parse_config,
                                                probe_gpus_fake, read_cluster_with)
 from provisioner.providers.ssh.files import RUN_ROOT, SSHJobFiles
@@ -35,6 +35,7 @@ from provisioner.render import RenderInputs
 TRAINING_BIN = "/opt/simcluster/venv/bin"
 # Where the roles put what slurm.conf does not name (munge's own defaults).
 MUNGE_DIR = "/run/munge"
+MUNGED_LOG = "/var/log/munge/munged.log"  # ansible/roles/munge: service_log
 
 
 def slurmd_answers(state: str) -> bool:
@@ -47,7 +48,7 @@ def _dir_of(value: Optional[str], default: str) -> str:
     return posixpath.dirname(value) if value and value.startswith("/") else default
 
 
-class SSHProvider(Provider, ReadOnly):
+class SSHProvider(Provider, ReadOnly, ExtraLogs):
     """The cluster whose controller ``controller`` reaches (an SSHRunner; ``target`` names it:
     USER@HOST[:PORT]). Without one (the registry's instance) it discovers nothing."""
 
@@ -178,6 +179,20 @@ class SSHProvider(Provider, ReadOnly):
             if data is not None:
                 found[name] = data
         return found
+
+    # -- ExtraLogs ----------------------------------------------------------------------------------
+    def extra_logs(self, state: ClusterState, out_dir: Path) -> List[Path]:
+        """logs/munged.log: munged logs where Debian's munge does, not in slurm.conf's log directory."""
+        data = self.controller().read_file(MUNGED_LOG)
+        if data is None:
+            return []
+        path = out_dir / "logs" / "munged.log"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        return [path]
+
+    def versions(self) -> Dict[str, str]:
+        return {}
 
     # -- the connection -------------------------------------------------------------------------------
     def controller(self) -> Runner:

@@ -69,7 +69,8 @@ def test_backends_up_creates_are_providers_and_ssh_is_not_one_of_them():
     assert list(BACKENDS) == ["local", "docker"]
     with pytest.raises(ConfigError) as exc:
         load_spec(None, {"name": "x", "backend": "ssh"})
-    assert "unknown backend 'ssh' (available: local, docker)" in str(exc.value.problems)
+    assert "backend 'ssh' reads clusters made by 'simcluster deploy'" in str(exc.value.problems)
+    assert "up creates: local, docker" in str(exc.value.problems)
 
 
 def test_capabilities_have_documented_defaults_for_a_core_only_provider():
