@@ -1,5 +1,5 @@
 """Clusters by name, on whichever backend made them: find, load, up, down, stop, start,
-list, and the fault injector.
+list, and the fault injector; open_cluster also reaches a deployed cluster over SSH.
 
 This is where the provider registry (provisioner.providers) meets the shared cluster
 model (provisioner.cluster): it sits above both, so cluster/ never imports a provider.
@@ -13,9 +13,10 @@ read, and lock nothing.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import time
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, Iterator, List, Optional
 
 from provisioner.cluster import faults, lifecycle
 from provisioner.cluster.capabilities import Orphans, machines_running
@@ -50,6 +51,22 @@ def load(name: str) -> Cluster:
     if st is None:
         raise ClusterNotFound(f"no cluster named '{name}'", "see 'simcluster list', or create it with 'simcluster up'")
     return Cluster(st, provider_named(st.backend))
+
+
+@contextlib.contextmanager
+def open_cluster(name: str, ssh: Optional[str] = None, ssh_key: Optional[str] = None,
+                 known_hosts: Optional[str] = None, insecure_host_key: bool = False) -> Iterator[Cluster]:
+    """Cluster ``name`` of this machine; or, with ``ssh`` (USER@HOST[:PORT]), the cluster
+    `simcluster deploy` made whose controller that is, read over SSH by the ssh provider
+    (the connection closes when the block ends). Either way a Cluster for the same
+    status, export-logs and verify code."""
+    if ssh:
+        # lazy: paramiko loads only when a command is given --ssh
+        from provisioner.providers.ssh import open_cluster as open_deployed
+        with open_deployed(ssh, ssh_key, known_hosts, insecure_host_key) as cluster:
+            yield cluster
+    else:
+        yield load(name)
 
 
 def up(spec: ClusterSpec, provider: Provider, retain: bool = False, recreate: bool = False,

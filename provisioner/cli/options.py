@@ -4,8 +4,7 @@ status, verify and export-logs (cluster_from_options)."""
 
 from __future__ import annotations
 
-import contextlib
-from typing import Dict, Iterator, Optional
+from typing import Dict, Optional
 
 import click
 
@@ -84,16 +83,8 @@ def ssh_options(func):
     return func
 
 
-@contextlib.contextmanager
-def cluster_from_options(name: str, ssh: Optional[str] = None, ssh_key: Optional[str] = None,
-                         known_hosts: Optional[str] = None, insecure_host_key: bool = False) -> Iterator:
-    """The Cluster that --name and the ssh_options name: with --ssh, the deployed cluster on
-    that controller (the connection closes when the block ends); else cluster NAME of this
-    machine. Either way the command then runs the same code on it."""
-    if ssh:
-        from provisioner.providers.ssh import open_cluster
-        with open_cluster(ssh, ssh_key, known_hosts, insecure_host_key) as cluster:
-            yield cluster
-    else:
-        from provisioner.clusters import load
-        yield load(name)
+def cluster_from_options(name: str, **where):
+    """The Cluster that --name and the ssh_options name (provisioner.clusters.open_cluster:
+    a cluster of this machine, or a deployed one over SSH), for a ``with`` block."""
+    from provisioner.clusters import open_cluster
+    return open_cluster(name, **where)
