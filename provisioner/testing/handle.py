@@ -3,7 +3,8 @@
 Everything goes through the cluster's own pieces, so a test cannot tell local from docker:
 commands run with the exec prefix and client environment `simcluster exec` uses, jobs are
 submitted through the cluster's SlurmClient, job files go in the directory every node sees
-(the placement's job root), and logs come from the one export-logs bundle.
+(the placement's job root), and logs are the daemons' live log directory where this host
+sees it, else the one export-logs bundle.
 """
 
 from __future__ import annotations
