@@ -6,5 +6,5 @@ Ansible starts, wheelhouse.py collects the wheels `deploy --training` copies to 
 runner.py drives the playbook (ansible/site.yml; provisioner.paths.PLAYBOOK_DIR) through
 ansible-runner, and apply.py ties them together. Provisioning real hosts is this
 package's alone: a deployed cluster is only looked at afterwards, over SSH, by
-provisioner/providers/ssh (`status --ssh`, `verify --ssh`).
+provisioner/providers/ssh (`status --ssh`, `verify --ssh`, `export-logs --ssh`).
 """
