@@ -84,35 +84,38 @@ def launches(ctx: Context) -> Iterator[Tuple[Command, Launch]]:
             yield cmd, launch
 
 
+def _count(value: str, end: int) -> Optional[int]:
+    """An srun count option's number; for a range ('2-4') its first (end=0) or last (-1) bound."""
+    try:
+        return int(value.split("-")[end])
+    except ValueError:
+        return None
+
+
 def step_tasks_per_node(ctx: Context, srun: Optional[Command]) -> int:
     """Tasks per node of an srun step: its own options, else the header's."""
     if srun is None:
         return 1
     opts, _ = srun_options(srun.argv)
     if "ntasks-per-node" in opts:
-        try:
-            return int(opts["ntasks-per-node"][0])
-        except ValueError:
-            return ctx.shape.tasks_per_node
+        per_node = _count(opts["ntasks-per-node"][0], 0)
+        return ctx.shape.tasks_per_node if per_node is None else per_node
     if "ntasks" in opts:
-        try:
-            nodes = int(opts["nodes"][0].split("-")[0]) if "nodes" in opts else ctx.shape.nodes_max
-            return -(-int(opts["ntasks"][0]) // max(nodes, 1))
-        except ValueError:
+        nodes = _count(opts["nodes"][0], 0) if "nodes" in opts else ctx.shape.nodes_max
+        tasks = _count(opts["ntasks"][0], 0)
+        if nodes is None or tasks is None or "-" in opts["ntasks"][0]:
             return ctx.shape.tasks_per_node
+        return -(-tasks // max(nodes, 1))
     return ctx.shape.tasks_per_node
 
 
 def step_nodes(ctx: Context, srun: Optional[Command]) -> int:
+    """Nodes of an srun step: its own --nodes (a range's upper bound), else the header's."""
     if srun is None:
         return 1
     opts, _ = srun_options(srun.argv)
-    if "nodes" in opts:
-        try:
-            return int(opts["nodes"][0].split("-")[-1])
-        except ValueError:
-            pass
-    return ctx.shape.nodes_max
+    nodes = _count(opts["nodes"][0], -1) if "nodes" in opts else None
+    return ctx.shape.nodes_max if nodes is None else nodes
 
 
 def one_line(text: str) -> str:

@@ -189,6 +189,26 @@ def parse_pids_alive(stdout: str, pids: List[int]) -> Dict[int, bool]:
     return {p: seen.get(str(p)) == "1" for p in pids}
 
 
+class ShellProcesses:
+    """pids_alive and kill for a Runner that reaches its machine only through ``run`` (SSH,
+    an srun task): one shell command each, with ``process_timeout`` seconds to answer."""
+
+    process_timeout = 15.0
+
+    def pids_alive(self, pids, marker=None) -> Dict[int, bool]:
+        pids = [int(p) for p in pids]
+        if not pids:
+            return {}
+        res = self.run(["sh", "-c", PIDS_ALIVE_SCRIPT, "sh", marker or "", *map(str, pids)],  # type: ignore[attr-defined]
+                       timeout=self.process_timeout)
+        return parse_pids_alive(res.stdout, pids)
+
+    def kill(self, pids, sig=signal.SIGKILL) -> None:
+        pids = [str(int(p)) for p in pids]
+        if pids:
+            self.run(["kill", f"-{int(sig)}", *pids], timeout=self.process_timeout)  # type: ignore[attr-defined]
+
+
 def find_binary(name: str) -> Optional[str]:
     """``name`` on PATH, else in /usr/sbin or /sbin (not on an unprivileged user's PATH)."""
     if "/" in name:

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import base64
 import shlex
-import signal
-from typing import Dict, List, Optional, TYPE_CHECKING
+from typing import List, Optional, TYPE_CHECKING
 
-from provisioner.cluster.runner import DEFAULT_TIMEOUT, PIDS_ALIVE_SCRIPT, Result, Runner, parse_pids_alive
+from provisioner.cluster.runner import DEFAULT_TIMEOUT, Result, Runner, ShellProcesses
 from provisioner.errors import UsageError
 from provisioner.providers.ssh.session import SSHSession
 
@@ -40,7 +39,7 @@ def remote_command(argv, env=None, cwd=None, timeout: Optional[float] = None) ->
     return f"cd {shlex.quote(cwd)} && {line}" if cwd else line
 
 
-class SSHRunner(Runner):
+class SSHRunner(ShellProcesses, Runner):
     """Runs commands on ``session``'s host (as its login user, with its login environment)."""
 
     def __init__(self, session: SSHSession):
@@ -61,18 +60,6 @@ class SSHRunner(Runner):
         # the Ansible roles; simcluster never starts one over SSH.
         raise UsageError(f"starting daemons over SSH is not supported ({self.where}): 'simcluster deploy' does that")
 
-    def pids_alive(self, pids, marker=None) -> Dict[int, bool]:
-        pids = [int(p) for p in pids]
-        if not pids:
-            return {}
-        res = self.run(["sh", "-c", PIDS_ALIVE_SCRIPT, "sh", marker or "", *map(str, pids)], timeout=15)
-        return parse_pids_alive(res.stdout, pids)
-
-    def kill(self, pids, sig=signal.SIGKILL) -> None:
-        pids = [str(int(p)) for p in pids]
-        if pids:
-            self.run(["kill", f"-{int(sig)}", *pids], timeout=15)
-
     def read_file(self, path) -> Optional[bytes]:
         return self.session.read_bytes(str(path))
 
@@ -90,9 +77,11 @@ class SSHRunner(Runner):
         return argv + (["cd", shlex.quote(cwd), "&&"] if cwd else [])
 
 
-class ComputeNodeRunner(Runner):
+class ComputeNodeRunner(ShellProcesses, Runner):
     """Compute node ``node``, reached with one-task sruns in partition ``part`` through the
     controller's ``client`` (commands run as the job's user, in a job's environment)."""
+
+    process_timeout = 30.0  # an srun round trip through the controller
 
     def __init__(self, client: "SlurmClient", part: Optional[str], node: str, where: Optional[str] = None):
         self.client, self.part, self.node = client, part, node
@@ -107,18 +96,6 @@ class ComputeNodeRunner(Runner):
 
     def start_daemon(self, argv, log_path, env=None) -> int:
         raise UsageError(f"starting daemons on {self.node} is not supported: 'simcluster deploy' does that")
-
-    def pids_alive(self, pids, marker=None) -> Dict[int, bool]:
-        pids = [int(p) for p in pids]
-        if not pids:
-            return {}
-        res = self.run(["sh", "-c", PIDS_ALIVE_SCRIPT, "sh", marker or "", *map(str, pids)], timeout=30)
-        return parse_pids_alive(res.stdout, pids)
-
-    def kill(self, pids, sig=signal.SIGKILL) -> None:
-        pids = [str(int(p)) for p in pids]
-        if pids:
-            self.run(["kill", f"-{int(sig)}", *pids], timeout=30)
 
     def read_file(self, path) -> Optional[bytes]:
         res = self.run(["sh", "-c", 'test -r "$1" && base64 -w0 "$1"', "sh", str(path)], timeout=60)
