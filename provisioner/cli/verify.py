@@ -80,9 +80,10 @@ def command(name, suite, as_json, junit, timeout, **where):
       fsdp       FSDP fully_shard across 2 nodes, sharding + DCP checkpoint reload
       deepspeed  DeepSpeed ZeRO-3 across 2 nodes (srun python, the seeds' style)
       megatron   megatron-core GPTModel with tensor parallel 2 across 2 nodes
-    Training suites need `pip install -e '.[train]'` (docker clusters: an image
-    from `simcluster image build --train`); without it they are SKIP. They use
-    CUDA + NCCL on nodes with real GPUs, else CPU + gloo.
+    Training suites need the training stack (`make setup-train`, or pip's
+    extra simcluster[train]; docker clusters: an image from `simcluster image
+    build --train`); without it they are SKIP. They use CUDA + NCCL on nodes
+    with real GPUs, else CPU + gloo.
 
     \b
     Works on local and docker clusters alike; on docker, Slurm commands run in

@@ -30,8 +30,8 @@ def deploy_extra_installed() -> bool:
 def deploy_extra():
     if not deploy_extra_installed():
         if os.environ.get("CI"):
-            pytest.fail("CI=true but the deploy extra is missing: make setup installs '.[deploy]'")
-        pytest.skip("the deploy extra is not installed (pip install -e '.[deploy]')")
+            pytest.fail("CI=true but the deploy extra is missing: make setup-deploy installs '.[deploy]'")
+        pytest.skip("the deploy extra is not installed (make setup-deploy, or pip install -e '.[deploy]')")
 
 
 SPEC = """apiVersion: simcluster/v1

@@ -53,7 +53,7 @@ def _result(c, script: str, job_id: str, tmp_path):
     return state, out, [pat for pat in EXAMPLES[script][1] if not re.search(pat, out)]
 
 
-@pytest.mark.skipif(not _have("torch"), reason="torch missing: pip install -e '.[train]'")
+@pytest.mark.skipif(not _have("torch"), reason="torch missing: make setup-train")
 def test_examples_run_unchanged_with_sbatch(make_cluster, tmp_path):
     c = make_cluster("--nodes", "2", "--fake-gpus", "2")
     jobs = {}

@@ -37,7 +37,7 @@ def _missing_stack():
 
 
 needs_train = pytest.mark.skipif(_missing_stack() is not None,
-                                 reason=f"training stack missing ({_missing_stack()}): pip install -e '.[train]'")
+                                 reason=f"training stack missing ({_missing_stack()}): make setup-train")
 
 
 @needs_train

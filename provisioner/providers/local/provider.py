@@ -146,7 +146,7 @@ class LocalProvider(Provider, Stoppable, NodeProcesses):
             client_env={"SLURM_CONF": str(layout.slurm_conf), "SIMCLUSTER_CLUSTER": state.name},
             dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
             usage=f'use it: eval "$(simcluster env --name {state.name})"; sinfo',
-            install_hint="pip install -e '.[train]' (or make setup)")
+            install_hint="make setup-train (or pip install -e '.[train]')")
 
     def runner(self, state: ClusterState, key: str) -> HostRunner:
         return self._runner
