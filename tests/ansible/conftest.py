@@ -1,4 +1,4 @@
-"""Deploy tests: Ansible must be importable (the `deploy` extra, installed by `make setup`);
+"""Deploy tests: Ansible must be importable (the `deploy` extra, installed by `make setup-deploy`);
 the real-host tests also need a docker engine (required in CI, else they skip).
 
 The rig (three sshd containers), its setup and the first deploy are fixtures of this
