@@ -1,8 +1,9 @@
 """One error hierarchy for simcluster.
 
 Every error a user can cause or meet carries a one-line message, an optional hint
-(how to fix it) and an exit code. The CLI prints ``error: <message> (<hint>)`` and exits
-with the code; a traceback is shown only with ``-v``.
+(how to fix it), optionally the section of docs/troubleshooting.md that explains it, and
+an exit code. The CLI prints ``error: <message> (<hint>; see <doc>)`` and exits with the
+code; a traceback is shown only with ``-v``.
 """
 
 from __future__ import annotations
@@ -14,16 +15,20 @@ class SimclusterError(Exception):
     """Base class: something went wrong that the user should hear about in one line."""
 
     exit_code = 1
+    doc: Optional[str] = None  # e.g. "docs/troubleshooting.md#gpu-not-found"
 
-    def __init__(self, message: str, hint: Optional[str] = None, details: str = ""):
+    def __init__(self, message: str, hint: Optional[str] = None, details: str = "", doc: Optional[str] = None):
         super().__init__(message)
         self.message = message
         self.hint = hint
         # Multi-line context (node states, log tails) printed after the one-line summary.
         self.details = details
+        if doc:
+            self.doc = doc
 
     def one_line(self) -> str:
-        return f"{self.message} ({self.hint})" if self.hint else self.message
+        extra = "; ".join(x for x in (self.hint, f"see {self.doc}" if self.doc else None) if x)
+        return f"{self.message} ({extra})" if extra else self.message
 
 
 class UsageError(SimclusterError):
@@ -49,6 +54,8 @@ class ConfigError(UsageError):
 class PrerequisiteError(UsageError):
     """A program or file simcluster needs is missing on this host. Exit 2."""
 
+    doc = "docs/troubleshooting.md"
+
 
 class ClusterNotFound(SimclusterError):
     """The named cluster does not exist on this machine."""
@@ -62,3 +69,5 @@ class ClusterConflict(SimclusterError):
 
 class StartupError(SimclusterError):
     """A daemon failed to start or the cluster did not become ready in time."""
+
+    doc = "docs/troubleshooting.md#a-cluster-does-not-come-up"

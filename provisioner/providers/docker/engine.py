@@ -8,6 +8,7 @@ are found by label (containers_of), never by parsing names.
 from __future__ import annotations
 
 import functools
+import os
 import shutil
 from typing import Dict, List, Optional
 
@@ -26,6 +27,7 @@ LABEL_SPEC = "io.simcluster.spec"  # digest of the spec's identity
 LABEL_SPEC_JSON = "io.simcluster.spec-json"  # the whole spec, on the controller
 
 NO_ENGINE_HINT = "start it: sudo dockerd >/var/log/dockerd.log 2>&1 &  (or systemctl start docker; make setup-docker)"
+NO_ENGINE_DOC = "docs/troubleshooting.md#no-docker-engine-answers"
 # Exec and build requests last as long as their command: the commands bound themselves
 # (runner.py wraps each in coreutils' timeout), so the HTTP timeout is only a backstop.
 REQUEST_TIMEOUT = 3600
@@ -44,7 +46,7 @@ def explain(exc: Exception, what: str) -> SimclusterError:
         return DockerError(f"{what} failed: {str(detail).strip().splitlines()[-1] if detail else exc}")
     if isinstance(exc, DockerException):
         return PrerequisiteError(f"no docker engine is running ({what}: {str(exc).splitlines()[0][:200]})",
-                                 NO_ENGINE_HINT)
+                                 NO_ENGINE_HINT, doc=NO_ENGINE_DOC)
     return DockerError(f"{what} failed: {exc}")
 
 
@@ -54,8 +56,9 @@ def client() -> docker.DockerClient:
     try:
         return docker.from_env(timeout=REQUEST_TIMEOUT)
     except DockerException as exc:
+        check_socket_access()
         raise PrerequisiteError("no docker engine is running (the Docker SDK could not connect)",
-                                NO_ENGINE_HINT) from exc
+                                NO_ENGINE_HINT, doc=NO_ENGINE_DOC) from exc
 
 
 @functools.lru_cache(maxsize=None)
@@ -71,10 +74,25 @@ def engine_version() -> Optional[str]:
         return None
 
 
+def check_socket_access() -> None:
+    """Raise a PrerequisiteError when the engine's unix socket exists but this user may not
+    use it (not root, not in the docker group): the SDK only says the connection failed."""
+    host = os.environ.get("DOCKER_HOST") or "unix:///var/run/docker.sock"
+    if not host.startswith("unix://"):
+        return
+    sock = host[len("unix://"):]
+    if os.path.exists(sock) and not os.access(sock, os.R_OK | os.W_OK):
+        raise PrerequisiteError(f"permission denied on the docker engine's socket {sock}",
+                                "run as root, or join the docker group: sudo usermod -aG docker $USER, then log in "
+                                "again", doc="docs/troubleshooting.md#docker-permission-denied")
+
+
 def require_engine() -> None:
     """Sanity check (as molecule's drivers do): does a docker engine answer?"""
     if engine_version() is None:
-        raise PrerequisiteError("no docker engine is running (the Docker SDK got no answer)", NO_ENGINE_HINT)
+        check_socket_access()
+        raise PrerequisiteError("no docker engine is running (the Docker SDK got no answer)", NO_ENGINE_HINT,
+                                doc=NO_ENGINE_DOC)
 
 
 def has_nvidia_runtime() -> bool:

@@ -56,4 +56,5 @@ def check_ports_free(ports: Iterable[int]) -> None:
     for port in ports:
         if not is_port_free(port):
             raise UsageError(f"port {port} is already in use",
-                             "choose another port in the cluster spec, or stop what is listening on it")
+                             "choose another port in the cluster spec, or stop what is listening on it",
+                             doc="docs/troubleshooting.md#port-already-in-use")

@@ -36,7 +36,8 @@ def require_binaries(required: Dict[str, str] = REQUIRED_BINARIES, what: str = "
     missing = [b for b in required if not find_binary(b)]
     if missing:
         pkgs = " ".join(sorted({required[b] for b in missing}))
-        raise PrerequisiteError(f"{what}: {', '.join(missing)}", f"run 'make setup' or 'sudo apt-get install {pkgs}'")
+        raise PrerequisiteError(f"{what}: {', '.join(missing)}", f"run 'make setup' or 'sudo apt-get install {pkgs}'",
+                                doc="docs/troubleshooting.md#missing-programs")
 
 
 def find_nss_wrapper() -> str:
@@ -44,7 +45,8 @@ def find_nss_wrapper() -> str:
         if os.path.exists(cand):
             return cand
     raise PrerequisiteError("libnss_wrapper.so not found (needed so node names resolve inside jobs)",
-                            "run 'make setup' or 'sudo apt-get install libnss-wrapper'")
+                            "run 'make setup' or 'sudo apt-get install libnss-wrapper'",
+                            doc="docs/troubleshooting.md#name-resolution-library-not-found")
 
 
 def check_gpus(spec: ClusterSpec, dev_dir: Path = Path("/dev")) -> None:
@@ -59,7 +61,8 @@ def check_gpus(spec: ClusterSpec, dev_dir: Path = Path("/dev")) -> None:
                 is_char = False
             if not is_char:
                 raise UsageError(f"GPU {gpu} not found ({path} is not a character device)",
-                                 "list GPUs that exist (nvidia-smi -L), or add --fake-gpus to simulate them")
+                                 "list GPUs that exist (nvidia-smi -L), or add --fake-gpus to simulate them",
+                                 doc="docs/troubleshooting.md#gpu-not-found")
 
 
 def check_paths(layout: ClusterLayout) -> None:
@@ -67,7 +70,7 @@ def check_paths(layout: ClusterLayout) -> None:
     if len(sock.encode()) > SOCKET_PATH_MAX:
         raise UsageError(f"cluster directory path is too long for a unix socket ({len(sock)} > "
                          f"{SOCKET_PATH_MAX} characters): {layout.root}",
-                         "set SIMCLUSTER_HOME to a shorter directory")
+                         "set SIMCLUSTER_HOME to a shorter directory", doc="docs/troubleshooting.md#socket-path-too-long")
 
 
 def explicit_ports(spec: ClusterSpec) -> List[int]:
