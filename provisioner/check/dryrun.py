@@ -26,7 +26,7 @@ from typing import Callable, Dict, List, Optional
 
 from provisioner.check.launch import classify
 from provisioner.check.parse import BATCH, parse_script
-from provisioner.check.rules import ERROR, WARNING, Finding, LOOPBACK_RE
+from provisioner.check.rules import ERROR, WARNING, Finding, LOOPBACK_RE, context_of
 from provisioner.check.shape import Shape, shape_of
 from provisioner.cluster.wait import WaitTimeout, poll_until
 from provisioner.errors import SimclusterError, UsageError
@@ -116,12 +116,13 @@ def cluster_spec(shape: Shape, name: str):
 
 
 def dry_run(path: str, text: str, real: bool = False, timeout: float = 120.0,
-            progress: Callable[[str], None] = lambda m: None) -> RunResult:
-    """Run ``path`` on a throwaway cluster and check what its processes would get."""
+            progress: Callable[[str], None] = lambda m: None, nodes: Optional[int] = None) -> RunResult:
+    """Run ``path`` on a throwaway cluster and check what its processes would get (``nodes``:
+    the sbatch -N it is submitted with; a clearly multi-node script without --nodes gets 2)."""
     from provisioner.clusters import down, up
     from provisioner.providers import provider_named
     script = parse_script(path, text)
-    shape = shape_of(script)
+    shape = context_of(script, nodes).shape
     name = "chk-" + uuid.uuid4().hex[:6]
     result = RunResult(cluster=name, shape=shape, real=real)
     spec = cluster_spec(shape, name)
@@ -173,6 +174,8 @@ def _submit_and_wait(result: RunResult, spec, script, path: str, scratch: Path, 
     args = ["sbatch", "--parsable", f"--output={out}", f"--error={out}"]
     default = next((p.name for p in spec.partitions if p.default), spec.partitions[0].name)
     args.append(f"--partition={default}")
+    if script.opt("nodes") is None or result.shape.nodes_max != shape_of(script).nodes_max:
+        args.append(f"--nodes={result.shape.nodes_max}")  # given at submission (check --nodes, or -N 2)
     gres = script.opt("gres")
     if gres and shape_gpu_typed(gres.value) and result.shape.gpus_per_node:
         args.append(f"--gres=gpu:{result.shape.gpus_per_node}")  # fake GPUs have no type

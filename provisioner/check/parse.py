@@ -15,6 +15,7 @@ regex cannot see:
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from typing import Dict, Iterator, List, Optional, Sequence, Tuple
@@ -85,6 +86,8 @@ class Assignment:
     shell: str
     exported: bool
     prefix_of: Optional["Command"] = None  # `VAR=x cmd`: only cmd sees it
+    file: str = ""       # the file it is written in (a helper script's path, else the script's)
+    seq: int = 0         # execution order across the script and the helpers it runs
 
 
 @dataclass
@@ -99,6 +102,10 @@ class Command:
     srun: Optional["Command"] = None  # for a per-task command: the srun that starts it
     in_bash_c: bool = False           # came from a `bash -c STRING`
     prog_index: int = 0               # srun: index in argv of the program it runs
+    file: str = ""                    # the file it is written in (a helper script's path, else the script's)
+    seq: int = 0                      # execution order across the script and the helpers it runs
+    cwd: Optional[str] = None         # the batch shell's directory when it runs (where a `cd` resolved)
+    entry: Optional[str] = None       # python FILE / -m MODULE: the file found for it, if any
 
     @property
     def name(self) -> str:
@@ -126,24 +133,32 @@ class Script:
     assignments: List[Assignment]
     functions: Dict[str, int]
     parse_errors: List[int]
+    files: Dict[str, str] = field(default_factory=dict)  # helper scripts followed: path -> text
+    helper_calls: Dict[str, int] = field(default_factory=dict)  # helper path -> line that runs it
 
     @property
     def lines(self) -> List[str]:
         return self.text.splitlines()
 
-    def line_text(self, line: int) -> str:
-        lines = self.lines
+    @property
+    def dir(self) -> str:
+        return os.path.dirname(os.path.abspath(self.path))
+
+    def line_text(self, line: int, file: str = "") -> str:
+        text = self.files.get(file, self.text) if file and file != self.path else self.text
+        lines = text.splitlines()
         return lines[line - 1] if 0 < line <= len(lines) else ""
 
     def opt(self, key: str) -> Optional[HeaderOpt]:
         found = [o for o in self.header if o.key == key]
         return found[-1] if found else None
 
-    def assignment_before(self, name: str, line: int, shell: str = BATCH) -> Optional[Assignment]:
-        """The last batch-shell assignment of ``name`` at or before ``line`` (source order)."""
+    def assignment_before(self, name: str, seq: int, shell: str = BATCH) -> Optional[Assignment]:
+        """The last batch-shell assignment of ``name`` made before the statement numbered ``seq``
+        (execution order: the script's lines, a helper's lines where the script runs it)."""
         best = None
         for a in self.assignments:
-            if a.name == name and a.shell == shell and a.prefix_of is None and a.line <= line:
+            if a.name == name and a.shell == shell and a.prefix_of is None and a.seq <= seq:
                 best = a
         return best
 
@@ -282,14 +297,167 @@ class _Source:
         return self.data[node.start_byte:node.end_byte].decode("utf-8", "replace")
 
 
+_HELPER_SHELLS = ("bash", "sh", "dash", "source", ".")
+MAX_HELPER_DEPTH = 4
+MAX_HELPER_BYTES = 1 << 20
+
+
 class _Walker:
-    def __init__(self, file_text: str):
+    def __init__(self, file_text: str, path: str = ""):
         self.file_lines = file_text.splitlines()
         self.commands: List[Command] = []
         self.assignments: List[Assignment] = []
         self.functions: Dict[str, int] = {}
         self.errors: List[int] = []
         self.sentinels: Dict[int, Part] = {}
+        self.path = path           # the batch script
+        self.file = path           # the file being walked (the script or a helper)
+        self.script_dir = os.path.dirname(os.path.abspath(path)) if path else os.getcwd()
+        self.cwd: Optional[str] = self.script_dir  # the batch shell's directory; None once a cd is unknown
+        self.values: Dict[str, str] = {"SLURM_SUBMIT_DIR": self.script_dir}
+        self.seq = 0
+        self.depth = 0
+        self.files: Dict[str, str] = {}
+        self.helper_calls: Dict[str, int] = {}
+
+    def next_seq(self) -> int:
+        self.seq += 1
+        return self.seq
+
+    # -- paths: `cd DIR`, `bash FILE`, `source FILE`
+
+    def resolve(self, word: Word) -> Optional[str]:
+        """A word's value where the batch shell's literal assignments and the script's own
+        directory ($SLURM_SUBMIT_DIR, $(dirname "$0"), ${BASH_SOURCE[0]}) determine it, else None."""
+        out = []
+        for p in word.parts:
+            if p.kind == "lit":
+                out.append(p.text)
+            elif p.kind == "var" and p.names and p.names[0] in self.values:
+                out.append(self.values[p.names[0]])
+            elif p.kind == "var" and p.names and p.names[0] in ("PWD",) and self.cwd:
+                out.append(self.cwd)
+            elif p.kind == "cmd" and re.search(r"dirname|BASH_SOURCE|\$0|pwd", p.text):
+                out.append(self.script_dir if self.file == self.path else os.path.dirname(self.file))
+            else:
+                return None
+        value = "".join(out)
+        if value.startswith("~"):
+            value = os.path.expanduser(value)
+        return value
+
+    def find_file(self, name: str) -> Optional[str]:
+        """A helper or entry point named ``name``: where a resolved `cd` points, else beside the script."""
+        if os.path.isabs(name):
+            return name if os.path.isfile(name) else None
+        for base in (self.cwd, os.path.dirname(self.file) if self.file else None, self.script_dir):
+            if base:
+                cand = os.path.normpath(os.path.join(base, name))
+                if os.path.isfile(cand):
+                    return cand
+        return None
+
+    def display(self, abspath: str) -> str:
+        """How findings name a helper: next to the script's path as it was given."""
+        rel = os.path.relpath(abspath, self.script_dir)
+        if rel.startswith(".."):
+            return abspath
+        return os.path.join(os.path.dirname(self.path), rel) if self.path else rel
+
+    def find_entry(self, cmd: Command) -> None:
+        """The Python file a launch runs (`python train.py`, `python -m pkg.train`, the script a
+        launcher starts), where it can be found: srun --chdir, a resolved `cd`, beside the script."""
+        from provisioner.check.launch import classify  # lazy: launch.py imports nothing from here, kept one-way
+        launch = classify(cmd.words())
+        if launch is None or launch.program_index >= len(cmd.argv):
+            return
+        value = self.resolve(cmd.argv[launch.program_index])
+        if not value:
+            return
+        names = [value]
+        if launch.kind == "python" and cmd.argv[launch.program_index - 1].literal() == "-m":
+            base = value.replace(".", "/")
+            names = [base + ".py", base + "/__main__.py"]
+        saved = self.cwd
+        if cmd.srun is not None:
+            opts, _ = srun_options(cmd.srun.argv)
+            chdir = opts.get("chdir", opts.get("D", (None, None)))[1]
+            if chdir is not None:
+                target = self.resolve(Word([p for p in chdir.parts], chdir.line, chdir.text))
+                if target and "=" in target and target.startswith("--"):
+                    target = target.split("=", 1)[1]
+                if target:
+                    self.cwd = os.path.normpath(os.path.join(self.cwd or self.script_dir, target))
+        try:
+            for name in names:
+                found = self.find_file(name)
+                if found:
+                    cmd.entry = found
+                    return
+        finally:
+            self.cwd = saved
+
+    def track_cd(self, cmd: Command) -> None:
+        if len(cmd.argv) < 2:
+            self.cwd = os.path.expanduser("~")
+            return
+        target = self.resolve(cmd.argv[-1])
+        if target is None or target == "-":
+            self.cwd = None
+            return
+        base = self.cwd or self.script_dir
+        path = os.path.normpath(os.path.join(base, target))
+        self.cwd = path if os.path.isdir(path) else None
+
+    def helper_of(self, cmd: Command) -> Optional[str]:
+        """The file `bash FILE` / `sh FILE` / `source FILE` / `. FILE` / `./FILE` runs, where it exists."""
+        name = cmd.name.rsplit("/", 1)[-1]
+        words = cmd.argv
+        arg = None
+        if name in _HELPER_SHELLS:
+            for w in words[1:]:
+                flag = w.literal()
+                if flag is not None and flag.startswith("-"):
+                    if "c" in flag[1:] or flag in ("--version", "--help"):
+                        return None
+                    continue
+                arg = w
+                break
+        elif cmd.name.startswith("./") or cmd.name.endswith(".sh"):
+            arg = words[0]
+        if arg is None:
+            return None
+        value = self.resolve(arg)
+        if not value:
+            return None
+        return self.find_file(value)
+
+    def follow(self, cmd: Command, shell: str, srun: Optional[Command]) -> None:
+        """Walk the helper script ``cmd`` runs as if its lines stood here (its own file and lines)."""
+        path = self.helper_of(cmd)
+        if path is None or self.depth >= MAX_HELPER_DEPTH or os.path.abspath(path) == os.path.abspath(self.path):
+            return
+        try:
+            data = open(path, "rb").read(MAX_HELPER_BYTES)
+        except OSError:
+            return
+        if b"\0" in data[:4096]:
+            return
+        text = data.decode("utf-8", "replace")
+        shown = self.display(os.path.abspath(path))
+        self.files[shown] = text
+        self.helper_calls.setdefault(shown, cmd.line)
+        saved = (self.file, self.file_lines, self.cwd)
+        self.file, self.file_lines = shown, text.splitlines()
+        self.depth += 1
+        try:
+            tree = parse_tree(data)
+            self.walk(tree.root_node, _Source(data, None, self.sentinels, shell), shell, srun)
+        finally:
+            self.depth -= 1
+            self.file, self.file_lines = saved[0], saved[1]
+            if cmd.name.rsplit("/", 1)[-1] not in ("source", ".") or shell != BATCH:
+                self.cwd = saved[2]  # a child shell's cd stays in the child
 
     # -- words
 
@@ -364,7 +532,7 @@ class _Walker:
 
     def walk(self, node, src: _Source, shell: str, srun: Optional[Command] = None, in_bash_c: bool = False) -> None:
         t = node.type
-        if node.is_error or node.is_missing:
+        if (node.is_error or node.is_missing) and self.file == self.path:
             self.errors.append(src.line(node))
         if t in ("heredoc_body", "command_substitution", "comment"):
             return  # data, or a value: not commands this shell runs as steps
@@ -395,8 +563,15 @@ class _Walker:
         value_node = node.child_by_field_name("value")
         name = src.text(name_node)
         value = self.word(value_node, src, shell) if value_node is not None else Word([], src.line(node), "")
-        a = Assignment(name, value, src.line(node), shell, exported, prefix_of)
+        a = Assignment(name, value, src.line(node), shell, exported, prefix_of, file=self.file,
+                       seq=self.next_seq())
         self.assignments.append(a)
+        if shell == BATCH and prefix_of is None:
+            resolved = self.resolve(value)
+            if resolved is not None:
+                self.values[name] = resolved
+            else:
+                self.values.pop(name, None)
         return a
 
     def declaration(self, node, src: _Source, shell: str) -> None:
@@ -443,7 +618,7 @@ class _Walker:
         end_line = src.end_line(node)
         source = "\n".join(self.file_lines[first_line - 1:end_line])
         cmd = Command(argv, first_line, end_line, shell, source, background=_is_background(node),
-                      srun=srun, in_bash_c=in_bash_c)
+                      srun=srun, in_bash_c=in_bash_c, file=self.file, seq=self.next_seq(), cwd=self.cwd)
         cmd.assigns = [self.assignment(p, src, shell, exported=True, prefix_of=cmd) for p in prefix_nodes]
         # wrappers that run their argument as the command: exec srun ..., time srun ...
         while cmd.argv and cmd.name in _WRAPPERS and len(cmd.argv) > 1:
@@ -455,24 +630,31 @@ class _Walker:
             if rest:
                 cmd.argv = rest
         self.commands.append(cmd)
+        self.find_entry(cmd)
         if cmd.name == "srun" and shell == BATCH or cmd.name == "srun" and srun is None:
             opts, prog = srun_options(cmd.argv)
             cmd.prog_index = prog
             if prog < len(cmd.argv):
                 self.task_command(cmd, argv_nodes[-(len(cmd.argv) - prog):], src)
             return
+        if shell == BATCH and cmd.name == "cd" and not in_bash_c:
+            self.track_cd(cmd)
         self.maybe_bash_c(cmd, argv_nodes[-len(cmd.argv):], src, shell, srun)
+        self.follow(cmd, shell, srun)
 
     def task_command(self, srun_cmd: Command, prog_nodes, src: _Source) -> None:
         """The program srun runs: a command of its own, run per task (its words were
         already expanded by the batch shell)."""
         argv = srun_cmd.argv[srun_cmd.prog_index:]
-        task = Command(argv, srun_cmd.line, srun_cmd.end_line, TASK, srun_cmd.source, srun=srun_cmd)
+        task = Command(argv, srun_cmd.line, srun_cmd.end_line, TASK, srun_cmd.source, srun=srun_cmd,
+                       file=self.file, seq=self.next_seq(), cwd=self.cwd)
         while task.argv and task.name in _WRAPPERS and len(task.argv) > 1:
             task.argv = task.argv[1:]
             prog_nodes = prog_nodes[1:]
         self.commands.append(task)
+        self.find_entry(task)
         self.maybe_bash_c(task, prog_nodes, src, TASK, srun_cmd)
+        self.follow(task, TASK, srun_cmd)
 
     def maybe_bash_c(self, cmd: Command, nodes, src: _Source, shell: str, srun: Optional[Command]) -> None:
         """`bash -c STRING` / `sh -lc STRING`: parse STRING as the script that shell runs."""
@@ -606,8 +788,9 @@ def parse_script(path: str, text: str) -> Script:
     """Parse a batch script (already read) into its header and commands."""
     header, late = parse_header(text)
     tree = parse_tree(text.encode("utf-8"))
-    walker = _Walker(text)
+    walker = _Walker(text, path)
     walker.walk(tree.root_node, _Source(text.encode("utf-8"), None, walker.sentinels, BATCH), BATCH)
     return Script(path=path, text=text, header=header, late_header=late, commands=walker.commands,
                   assignments=walker.assignments, functions=walker.functions,
-                  parse_errors=sorted(set(walker.errors)))
+                  parse_errors=sorted(set(walker.errors)), files=walker.files,
+                  helper_calls=walker.helper_calls)

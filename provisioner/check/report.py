@@ -84,36 +84,54 @@ def _apply_fix(line_text: str, line: int, replacements) -> str:
     return line_text.strip()
 
 
-def check_text(path: str, text: str, use_shellcheck: bool = True) -> List[Finding]:
-    """Our rules on one script, plus ShellCheck's findings where it is installed."""
-    findings = check_script(parse_script(path, text))
+def check_text(path: str, text: str, use_shellcheck: bool = True, nodes: Optional[int] = None) -> List[Finding]:
+    """Our rules on one script (and the helper scripts it runs), plus ShellCheck's findings on
+    the script where it is installed. ``nodes``: the node count given at submission (sbatch -N)."""
+    findings = check_script(parse_script(path, text), nodes=nodes)
     if use_shellcheck:
         findings += shellcheck(path, text)
-    return sorted(findings, key=lambda f: (f.line, f.source, f.rule))
+    return sorted(findings, key=lambda f: (f.path != path, f.path, f.line, f.source, f.rule))
 
 
 def format_finding(f: Finding) -> str:
     head = f"{f.path}:{f.line}: {f.severity}: {f.message} [{f.rule}]"
-    return head + (f"\n    fix: {f.fix}" if f.fix else "")
+    if not f.fix:
+        return head
+    return head + "\n    fix: " + f.fix.replace("\n", "\n         ")
+
+
+def _ours(findings: Sequence[Finding]) -> List[Finding]:
+    return [f for f in findings if f.source != "shellcheck"]
 
 
 def summary(findings: Sequence[Finding], files: int) -> str:
-    errors = sum(1 for f in findings if f.severity == ERROR)
-    warnings = len(findings) - errors
+    ours = _ours(findings)
+    errors = sum(1 for f in ours if f.severity == ERROR)
+    warnings = len(ours) - errors
+    sc = len(findings) - len(ours)
     what = f"{files} script{'s' if files != 1 else ''}"
-    if not findings:
-        return f"{what}: no multi-node problems found"
-    return f"{what}: {errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}"
+    shell = f"; {sc} ShellCheck finding{'s' if sc != 1 else ''}" if sc else ""
+    if not ours:
+        return f"{what}: no multi-node problems found{shell}"
+    return (f"{what}: {errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}"
+            f"{shell}")
 
 
-def exit_code(findings: Sequence[Finding]) -> int:
-    return 1 if any(f.severity == ERROR for f in findings) else 0
+def exit_code(findings: Sequence[Finding], strict: bool = False) -> int:
+    """1 when one of our multi-node findings is an error (with ``strict``: any finding, ShellCheck's
+    included, at either level), else 0."""
+    if strict:
+        return 1 if findings else 0
+    return 1 if any(f.severity == ERROR for f in _ours(findings)) else 0
 
 
-def to_json(findings: Sequence[Finding], files: Sequence[str], extra: Optional[Dict] = None) -> Dict:
-    errors = sum(1 for f in findings if f.severity == ERROR)
+def to_json(findings: Sequence[Finding], files: Sequence[str], extra: Optional[Dict] = None,
+            strict: bool = False) -> Dict:
+    ours = _ours(findings)
+    errors = sum(1 for f in ours if f.severity == ERROR)
     data = {"files": list(files), "findings": [f.to_dict() for f in findings],
-            "errors": errors, "warnings": len(findings) - errors, "exit_code": exit_code(findings)}
+            "errors": errors, "warnings": len(ours) - errors, "shellcheck": len(findings) - len(ours),
+            "exit_code": exit_code(findings, strict)}
     if extra:
         data.update(extra)
     return data

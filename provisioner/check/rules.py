@@ -7,10 +7,12 @@ level; docs/check.md explains each one.
 
 from __future__ import annotations
 
+import os
 import re
-from dataclasses import dataclass
-from typing import Callable, Iterator, List, Optional, Sequence, Tuple
+from dataclasses import dataclass, field
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
+from provisioner.check.entry import Entry, read_entry
 from provisioner.check.launch import Launch, classify, parse_nnodes
 from provisioner.check.parse import BATCH, TASK, Assignment, Command, Part, Script, Word, srun_options
 from provisioner.check.shape import Shape, shape_of
@@ -28,6 +30,19 @@ SIGNALS = {"1": "HUP", "2": "INT", "10": "USR1", "12": "USR2", "15": "TERM", "18
 
 
 @dataclass
+class Edit:
+    """Lines ``start``..``end`` of ``file`` replaced by ``text`` (end = start - 1: inserted before
+    ``start``; empty text: deleted)."""
+    file: str
+    start: int
+    end: int
+    text: str
+
+    def to_dict(self):
+        return {"file": self.file, "start": self.start, "end": self.end, "text": self.text}
+
+
+@dataclass
 class Finding:
     path: str
     line: int
@@ -36,19 +51,25 @@ class Finding:
     message: str
     fix: str = ""
     source: str = "simcluster"
+    edits: List[Edit] = field(default_factory=list)
 
     def to_dict(self):
         return {"file": self.path, "line": self.line, "severity": self.severity, "rule": self.rule,
-                "message": self.message, "fix": self.fix, "source": self.source}
+                "message": self.message, "fix": self.fix, "source": self.source,
+                "edits": [e.to_dict() for e in self.edits]}
 
 
 @dataclass
 class Context:
     script: Script
     shape: Shape
+    assumed_nodes: bool = False  # no --nodes: analysed as submitted with -N 2 or more
 
-    def finding(self, line: int, severity: str, rule: str, message: str, fix: str = "") -> Finding:
-        return Finding(self.script.path, line, severity, rule, message, fix)
+    def finding(self, line: int, severity: str, rule: str, message: str, fix: str = "", file: str = "",
+                edits: Sequence[Edit] = ()) -> Finding:
+        if self.assumed_nodes and self.shape.multi_node:
+            message = f"when submitted with -N {self.n} or more: {message}"
+        return Finding(file or self.script.path, line, severity, rule, message, fix, edits=list(edits))
 
     @property
     def n(self) -> int:
@@ -57,23 +78,32 @@ class Context:
     def nodes_text(self) -> str:
         return f"{self.n} node{'s' if self.n != 1 else ''}"
 
+    def file_of(self, item) -> str:
+        return getattr(item, "file", "") or self.script.path
+
+    def text_of(self, item, line: int) -> str:
+        return self.script.line_text(line, self.file_of(item))
+
+    def entry(self, cmd: Command) -> Optional[Entry]:
+        return read_entry(cmd.entry) if cmd.entry else None
+
 
 # ---------------------------------------------------------------- helpers
 
-def tainted(ctx: Context, part: Part, line: int, depth: int = 0) -> Optional[str]:
-    """The per-task Slurm variable ``part`` carries when the batch shell expands it, or None:
-    `$SLURM_NODEID` itself, or `$NODE_RANK` after `NODE_RANK=$SLURM_NODEID`."""
+def tainted(ctx: Context, part: Part, seq: int, depth: int = 0) -> Optional[Tuple[str, List[Assignment]]]:
+    """The per-task Slurm variable ``part`` carries when the batch shell expands it, and the
+    assignments it went through: `$SLURM_NODEID` itself, or `$NODE_RANK` after `NODE_RANK=$SLURM_NODEID`."""
     if part.shell != BATCH or depth > 8:
         return None
     for name in part.names:
         if name in PER_TASK_VARS:
-            return name
-        a = ctx.script.assignment_before(name, line)
+            return name, []
+        a = ctx.script.assignment_before(name, seq)
         if a is not None and a.value is not None:
             for p in a.value.refs(BATCH):
-                found = tainted(ctx, p, a.line, depth + 1)
+                found = tainted(ctx, p, a.seq, depth + 1)
                 if found:
-                    return found
+                    return found[0], [a] + found[1]
     return None
 
 
@@ -115,7 +145,9 @@ def step_nodes(ctx: Context, srun: Optional[Command]) -> int:
         return 1
     opts, _ = srun_options(srun.argv)
     nodes = _count(opts["nodes"][0], -1) if "nodes" in opts else None
-    return ctx.shape.nodes_max if nodes is None else nodes
+    if nodes is None and "ntasks" in opts and "ntasks-per-node" not in opts and _count(opts["ntasks"][0], 0) == 1:
+        return 1
+    return ctx.shape.nodes_max if nodes is None else min(nodes, ctx.shape.nodes_max)
 
 
 def one_line(text: str) -> str:
@@ -138,42 +170,167 @@ def prog_text(cmd: Command, replace: Sequence[Tuple[str, str]] = ()) -> str:
     return " ".join(out)
 
 
+def _indent(line: str) -> str:
+    return line[:len(line) - len(line.lstrip())]
+
+
+def _where(edits: Sequence[Edit], line: int, file: str) -> str:
+    """A bash comment saying where a fix goes when that is not the finding's own line."""
+    notes = []
+    for e in edits:
+        if e.start == line and e.file == file and e.text:
+            continue
+        span = f"line {e.start}" if e.end <= e.start else f"lines {e.start}-{e.end}"
+        if e.end < e.start:
+            notes.append(f"insert before line {e.start}")
+        elif not e.text:
+            notes.append(f"delete {span}")
+        else:
+            notes.append(f"replaces {span}")
+        if e.file != file:
+            notes[-1] += f" of {e.file}"
+    return ("   # " + "; ".join(notes)) if notes else ""
+
+
+def fix_text(edits: Sequence[Edit], line: int, file: str) -> str:
+    """The fix line shown: the new text of the edits (their first line that says something),
+    with a comment where it goes."""
+    shown = [e.text.strip() for e in edits if e.text.strip()]
+    body = shown[0] if shown else "# delete this line"
+    return body + _where(edits, line, file)
+
+
 def _var_pattern(name: str) -> str:
     return r"\$(\{" + re.escape(name) + r"\}|" + re.escape(name) + r"\b)"
 
 
+def _is_c10d(launch: Optional[Launch]) -> bool:
+    """torchrun with a dynamic rendezvous: it numbers the nodes itself and ignores --node_rank."""
+    if launch is None or launch.kind != "torchrun":
+        return False
+    backend = (launch.opt("rdzv_backend") or "static").strip("'\"")
+    return backend in ("c10d", "etcd", "etcd-v2", "etcd_v2")
+
+
+def _opt_word_indexes(launch: Launch, name: str) -> Tuple[int, ...]:
+    if name not in launch.opts:
+        return ()
+    idx = launch.opts[name][1]
+    return (idx, idx + 1)
+
+
+def whole_node(ctx: Context) -> bool:
+    """Whether the job takes whole nodes (--exclusive, --mem=0): no other job shares them."""
+    ex = ctx.script.opt("exclusive")
+    if ex is not None and ex.value in ("", "exclusive"):
+        return True
+    mem = ctx.script.opt("mem")
+    return mem is not None and mem.value.strip() == "0"
+
+
+_SHORT_STEPS = {"pkill", "kill", "killall", "hostname", "nvidia-smi", "mkdir", "rm", "cp", "mv", "echo", "touch",
+                "date", "ls", "cat", "true", "env", "printenv", "scontrol", "sleep", "sync", "df", "free", "uname",
+                "ln", "chmod", "tar", "rsync", "pip", "nvcc", "which", "id", "whoami", "test", "["}
+
+
 # ---------------------------------------------------------------- the rules
+
+_CONSEQUENCE = {
+    "SLURM_NODEID": "every node claims node rank 0",
+    "SLURM_PROCID": "every task claims rank 0",
+    "SLURM_LOCALID": "every task on a node claims local rank 0 (and GPU 0)",
+    "SLURMD_NODENAME": "every task sees the first node's name",
+    "SLURM_TASK_PID": "every task sees the batch shell's pid",
+}
+
+
+def _expanded_value(var: str) -> str:
+    return "the first node's name" if var == "SLURMD_NODENAME" else "0"
+
 
 def rule_rank_var_in_batch_shell(ctx: Context) -> Iterator[Finding]:
     """A per-task Slurm variable expanded by the batch shell, handed to a per-task command."""
+    seen = set()
     for cmd in ctx.script.commands:
         if cmd.shell != TASK or cmd.srun is None:
             continue
-        tasks = step_nodes(ctx, cmd.srun) * step_tasks_per_node(ctx, cmd.srun)
+        nodes = step_nodes(ctx, cmd.srun)
+        per_node = step_tasks_per_node(ctx, cmd.srun)
+        tasks = nodes * per_node
         if tasks <= 1:
             continue
-        for word in cmd.argv:
+        launch = classify(cmd.words())
+        ignored = _opt_word_indexes(launch, "node_rank") if _is_c10d(launch) else ()
+        for i, word in enumerate(cmd.argv):
+            if i in ignored:
+                continue  # c10d/etcd rendezvous: torchrun numbers the nodes itself, --node_rank is ignored
             for part in word.refs(BATCH):
-                var = tainted(ctx, part, cmd.line)
-                if var is None:
+                found = tainted(ctx, part, cmd.seq)
+                if found is None:
                     continue
-                written = part.text
-                if cmd.in_bash_c:
-                    fix = re.sub(re.escape(written), "\\\\$" + var, ctx.script.line_text(part.line), count=1).strip()
-                else:
-                    fix = f'{srun_prefix(cmd.srun)} bash -c "{prog_text(cmd, [(written, chr(92) + "$" + var)])}"'
-                launch = classify(cmd.words())
-                alt = ""
-                if launch is not None and launch.kind in ("torchrun", "torch.distributed.launch") \
-                        and "node_rank" in launch.opts:
-                    alt = ("   (or drop --node_rank and let torchrun agree on node ranks: "
-                           "--rdzv_backend=c10d --rdzv_endpoint=$MASTER_ADDR:$MASTER_PORT)")
-                value = "0" if var != "SLURMD_NODENAME" else "the first node's name"
-                yield ctx.finding(
-                    part.line, ERROR, "rank-var-in-batch-shell",
-                    f"{written} is expanded once by the batch shell, to {value}: on {ctx.nodes_text()} all "
-                    f"{tasks} tasks get {var}={value} (duplicate ranks: on one host EADDRINUSE, "
-                    f"on real hosts a hang)", fix + alt)
+                var, chain = found
+                if var == "SLURM_LOCALID" and per_node <= 1 or var == "SLURM_NODEID" and nodes <= 1:
+                    continue  # one task per node: local id 0 is right; one node: node id 0 is right
+                key = (cmd.srun.seq, part.text, part.line)
+                if key in seen:
+                    continue
+                seen.add(key)
+                yield _rank_var_finding(ctx, cmd, part, var, chain, tasks)
+
+
+def _rank_var_finding(ctx: Context, cmd: Command, part: Part, var: str, chain: List[Assignment],
+                      tasks: int) -> Finding:
+    file = ctx.file_of(cmd)
+    written = part.text
+    value = _expanded_value(var)
+    if not chain:
+        what = f"{written} is expanded once, by the batch shell on the first node, to {value}"
+    elif len(chain) == 1 and chain[0].value is not None and chain[0].value.flat().strip('"') in (f"${var}",
+                                                                                                 f"${{{var}}}"):
+        what = (f"{written} (set from ${var} at line {chain[0].line}) is expanded once, by the batch shell on "
+                f"the first node, to {value}")
+    else:
+        inner = chain[-1]
+        what = (f"{written} holds ${inner.name}{'' if inner.name == var else f' (from ${var})'}, set at line "
+                f"{inner.line} and expanded once, by the batch shell on the first node, to {value}")
+    message = (f"{what}: all {tasks} tasks on {ctx.nodes_text()} get {value}, so {_CONSEQUENCE.get(var, 'ranks collide')}"
+               " (on one host: EADDRINUSE; on real hosts: a hang)")
+    edits = _rank_var_edits(ctx, cmd, part, var, chain)
+    fix = fix_text(edits, part.line, file) if edits else ""
+    launch = classify(cmd.words())
+    if launch is not None and launch.kind in ("torchrun", "torch.distributed.launch") and "node_rank" in launch.opts \
+            and var == "SLURM_NODEID":
+        message += ("; or let torchrun number the nodes: --rdzv_backend=c10d "
+                    "--rdzv_endpoint=$MASTER_ADDR:$MASTER_PORT (it ignores --node_rank)")
+    return ctx.finding(part.line, ERROR, "rank-var-in-batch-shell", message, fix, file=file, edits=edits)
+
+
+def _rank_var_edits(ctx: Context, cmd: Command, part: Part, var: str, chain: List[Assignment]) -> List[Edit]:
+    file = ctx.file_of(cmd)
+    escaped = "\\$" + var
+    if cmd.in_bash_c:
+        line = ctx.script.line_text(part.line, file)
+        if part.text in line:
+            return [Edit(file, part.line, part.line, line.replace(part.text, escaped, 1))]
+        return []
+    if not chain or (len(chain) == 1 and chain[0].value is not None
+                     and chain[0].value.flat().strip('"') in (f"${var}", f"${{{var}}}")):
+        text = f'{srun_prefix(cmd.srun)} bash -c "{prog_text(cmd, [(part.text, escaped)])}"'
+        return [Edit(file, cmd.srun.line, cmd.srun.end_line, _indent(ctx.script.line_text(cmd.srun.line, file))
+                     + text)]
+    # `srun $CMD` with CMD="... $NODE_RANK ...": the task's shell must expand it
+    holder = chain[0]
+    hfile = ctx.file_of(holder)
+    hline = ctx.script.line_text(holder.line, hfile)
+    inner_ref = next((p.text for p in holder.value.refs(BATCH)), None) if holder.value else None
+    if inner_ref is None or inner_ref not in hline or holder.line == part.line:
+        return []
+    new_holder = hline.replace(inner_ref, escaped, 1)
+    srun_line = ctx.script.line_text(cmd.srun.line, file)
+    if cmd.srun.line != cmd.srun.end_line or part.text not in srun_line:
+        return []
+    new_srun = srun_line.replace(part.text, f'bash -c "{part.text}"', 1)
+    return [Edit(hfile, holder.line, holder.line, new_holder), Edit(file, cmd.srun.line, cmd.srun.line, new_srun)]
 
 
 def rule_rank_env_before_srun(ctx: Context) -> Iterator[Finding]:
@@ -184,40 +341,84 @@ def rule_rank_env_before_srun(ctx: Context) -> Iterator[Finding]:
             continue
         if not (a.exported or (a.prefix_of is not None and a.prefix_of.name == "srun")):
             continue
-        var = next((v for p in a.value.refs(BATCH) for v in [tainted(ctx, p, a.line)] if v), None)
+        var = next((v[0] for p in a.value.refs(BATCH) for v in [tainted(ctx, p, a.seq)] if v), None)
         if var is None:
             continue
-        later = [s for s in sruns if (s is a.prefix_of) or (a.prefix_of is None and s.line > a.line)]
+        later = [s for s in sruns if (s is a.prefix_of) or (a.prefix_of is None and s.seq > a.seq)]
+        later = [s for s in later if step_nodes(ctx, s) * step_tasks_per_node(ctx, s) > 1]
         if not later:
             continue
+        if _expanded_in_steps(ctx, a.name, later):
+            continue  # rank-var-in-batch-shell reports it where the step's words expand it: one finding
+        if a.name in ("NODE_RANK", "GROUP_RANK") and all(_step_spawns(ctx, s) for s in later):
+            continue  # torchrun reads --node_rank, not NODE_RANK, and sets GROUP_RANK for its workers itself
         direct = [s for s in later if not _resets_rank(ctx, s, a.name)]
         srun = (direct or later)[0]
-        task = next((c for c in ctx.script.commands if c.srun is srun and c.shell == TASK), None)
-        prog = prog_text(task) if task is not None else "..."
-        fix = f'{srun_prefix(srun)} bash -c "export {a.name}=\\${var}; exec {prog}"'
-        tasks = ctx.shape.total_tasks
+        tasks = step_nodes(ctx, srun) * step_tasks_per_node(ctx, srun)
+        file = ctx.file_of(a)
         if direct:
+            edits = _rank_env_edits(ctx, a, srun, var)
             yield ctx.finding(
                 a.line, ERROR, "rank-env-before-srun",
                 f"{a.name}=${var} is set in the batch shell, where {var} is 0: srun (line {srun.line}) hands "
-                f"{a.name}=0 to all {tasks} tasks on {ctx.nodes_text()}: every process claims {a.name} 0",
-                f"delete this line and set it in each task: {fix}")
+                f"{a.name}=0 to all {tasks} tasks on {ctx.nodes_text()}, so every process claims {a.name} 0",
+                fix_text(edits, a.line, file) if edits else "", file=file, edits=edits)
         else:
+            edits = _delete_assignment(ctx, a)
             yield ctx.finding(
                 a.line, WARNING, "rank-env-before-srun",
                 f"{a.name}=${var} is set in the batch shell, where {var} is 0; the launcher at line {srun.line} "
                 f"sets {a.name} for its workers, but any other step gets {a.name}=0 on all {ctx.nodes_text()}",
-                "delete this line (the launcher sets it)")
+                "# delete this line (the launcher sets it)" if edits else "", file=file, edits=edits)
 
 
-def _resets_rank(ctx: Context, srun: Command, name: str) -> bool:
-    """Whether the step started by ``srun`` sets ``name`` itself: a spawning launcher, or an
-    assignment inside its `bash -c`."""
+def _expanded_in_steps(ctx: Context, name: str, sruns: Sequence[Command]) -> bool:
+    for c in ctx.script.commands:
+        if c.shell == TASK and c.srun in sruns:
+            if any(name in p.names for w in c.argv for p in w.refs(BATCH)):
+                return True
+    return False
+
+
+def _step_spawns(ctx: Context, srun: Command) -> bool:
     for c in ctx.script.commands:
         if c.srun is srun:
             launch = classify(c.words())
             if launch is not None and launch.spawns:
                 return True
+    return False
+
+
+def _delete_assignment(ctx: Context, a: Assignment) -> List[Edit]:
+    """Deleting an assignment's line, where the line holds nothing else."""
+    file = ctx.file_of(a)
+    line = ctx.script.line_text(a.line, file).strip()
+    if a.value is None or not re.fullmatch(r"(export\s+|declare\s+-x\s+)?" + re.escape(a.name) + r"=\S+(\s+#.*)?", line):
+        return []
+    return [Edit(file, a.line, a.line, "")]
+
+
+def _rank_env_edits(ctx: Context, a: Assignment, srun: Command, var: str) -> List[Edit]:
+    file = ctx.file_of(srun)
+    task = next((c for c in ctx.script.commands if c.srun is srun and c.shell == TASK and not c.in_bash_c), None)
+    if task is None or task.name in ("bash", "sh") and any((w.literal() or "").startswith("-") for w in task.argv[1:2]):
+        return []
+    set_it = f"export {a.name}=\\${var}; exec {prog_text(task)}"
+    prefix = " ".join(w.text for w in srun.argv[:srun.prog_index])
+    new = _indent(ctx.script.line_text(srun.line, file)) + f'{prefix} bash -c "{set_it}"'
+    if a.prefix_of is srun:
+        return [Edit(file, srun.line, srun.end_line, new)]
+    delete = _delete_assignment(ctx, a)
+    if not delete:
+        return []
+    return [Edit(file, srun.line, srun.end_line, new)] + delete
+
+
+def _resets_rank(ctx: Context, srun: Command, name: str) -> bool:
+    """Whether the step started by ``srun`` sets ``name`` itself: a spawning launcher, or an
+    assignment inside its `bash -c`."""
+    if _step_spawns(ctx, srun):
+        return True
     return any(
         x.name == name and x.shell == TASK and _owner(ctx, x) is srun for x in ctx.script.assignments)
 
@@ -225,7 +426,7 @@ def _resets_rank(ctx: Context, srun: Command, name: str) -> bool:
 def _owner(ctx: Context, a: Assignment) -> Optional[Command]:
     """The srun whose `bash -c` text holds assignment ``a`` (by line range)."""
     for c in ctx.script.commands:
-        if c.shell == BATCH and c.name == "srun" and c.line <= a.line <= c.end_line:
+        if c.shell == BATCH and c.name == "srun" and c.file == a.file and c.line <= a.line <= c.end_line:
             return c
     return None
 
@@ -242,12 +443,30 @@ def rule_no_rank_env(ctx: Context) -> Iterator[Finding]:
             continue  # srun --mpi=pmix|pmi2: an MPI program gets its rank from PMI, not RANK
         if any("rank" in w.lower() for w in cmd.words()[launch.program_index + 1:]):
             continue  # the rank goes in as an argument
+        entry = ctx.entry(cmd)
+        if entry is not None and (entry.maps or entry.spawns or not entry.distributed):
+            continue  # the program maps Slurm's variables itself (or is not distributed at all)
+        prog = os.path.basename(launch.program) or "the program"
+        if entry is None:
+            unless = (f"it fails unless {prog} maps SLURM_PROCID itself ({prog} was not found beside the script, "
+                      "so check could not look)")
+        else:
+            unless = f"{prog} reads none of them itself (no SLURM_PROCID, DeepSpeed, Lightning, Accelerate)"
+        file = ctx.file_of(cmd)
+        if cmd.file != ctx.script.path and cmd.srun.file != cmd.file:
+            text = (f'bash -c "RANK=\\$SLURM_PROCID LOCAL_RANK=\\$SLURM_LOCALID WORLD_SIZE=\\$SLURM_NTASKS '
+                    f'exec {prog_text(cmd)}"')
+            edits = [Edit(file, cmd.line, cmd.end_line, _indent(ctx.script.line_text(cmd.line, file)) + text)]
+        else:
+            text = (f'{srun_prefix(cmd.srun)} bash -c "RANK=\\$SLURM_PROCID LOCAL_RANK=\\$SLURM_LOCALID '
+                    f'WORLD_SIZE=\\$SLURM_NTASKS exec {prog_text(cmd)}"')
+            edits = [Edit(file, cmd.srun.line, cmd.srun.end_line,
+                          _indent(ctx.script.line_text(cmd.srun.line, file)) + text)]
         yield ctx.finding(
             cmd.line, WARNING, "no-rank-env",
             f"the {tasks} tasks on {ctx.nodes_text()} get no RANK/LOCAL_RANK (Slurm sets SLURM_PROCID, not "
-            "what init_process_group('env://') reads): it fails unless the program maps SLURM_PROCID itself",
-            f'{srun_prefix(cmd.srun)} bash -c "RANK=\\$SLURM_PROCID LOCAL_RANK=\\$SLURM_LOCALID '
-            f'WORLD_SIZE=\\$SLURM_NTASKS exec {prog_text(cmd)}"')
+            f"what init_process_group('env://') reads): {unless}", fix_text(edits, cmd.line, file),
+            file=file, edits=edits)
 
 
 def _signal_name(text: str) -> str:
@@ -288,32 +507,61 @@ def rule_signal_not_to_batch(ctx: Context) -> Iterator[Finding]:
     if not trapped:
         return
     fixed = f"B:{value}" if ":" not in value else "B" + value
+    header = ctx.script.line_text(line)
+    new = re.sub(r"(--signal[= ])" + re.escape(value), lambda m: m.group(1) + fixed, header, count=1)
+    edits = [Edit(ctx.script.path, line, line, new)] if new != header else []
     yield ctx.finding(
         line, ERROR, "signal-not-to-batch",
         f"--signal={value} goes to the job steps (every task on {ctx.nodes_text()}), never to the batch shell: "
         f"the trap at line {trapped[0].line} never runs and no checkpoint is written before the time limit",
-        f"#SBATCH --signal={fixed}")
+        f"#SBATCH --signal={fixed}", edits=edits)
+
+
+def _long_step(ctx: Context, c: Command) -> bool:
+    """Whether a batch-shell command is the job's long-running work: a training launch, an srun
+    of one (or of anything but a short utility), or a helper script that runs one."""
+    if classify(c.words()) is not None:
+        return True
+    if c.name == "srun":
+        task = next((t for t in ctx.script.commands if t.srun is c and t.shell == TASK), None)
+        if task is None:
+            return False
+        if any(classify(t.words()) is not None for t in ctx.script.commands if t.srun is c):
+            return True
+        return task.name.rsplit("/", 1)[-1] not in _SHORT_STEPS
+    if c.name.rsplit("/", 1)[-1] in ("bash", "sh", "source", ".") or c.name.startswith("./"):
+        return any(t.seq > c.seq and t.file != c.file and classify(t.words()) is not None
+                   for t in ctx.script.commands)
+    return False
 
 
 def rule_trap_blocked_by_foreground(ctx: Context) -> Iterator[Finding]:
     """A trap in the batch shell and the long-running step in the foreground."""
     sig = _header_signal(ctx)
-    traps = _traps(ctx)
-    if sig is None or not any(sig[0] in s for _, s in traps):
+    traps = [t for t, s in _traps(ctx) if sig is not None and sig[0] in s]
+    if not traps:
         return
+    after = traps[0].seq
     for c in ctx.script.commands:
-        if c.shell != BATCH or c.background:
+        if c.shell != BATCH or c.background or c.file != ctx.script.path or c.seq < after or c.in_bash_c:
             continue
-        if c.name == "srun" or classify(c.words()) is not None:
-            cmd_line = one_line(c.source)
-            if len(cmd_line) > 160:
-                cmd_line = c.source.splitlines()[0].rstrip(" \\") + " ..."
-            yield ctx.finding(
-                c.line, WARNING, "trap-blocked-by-foreground",
-                f"bash runs a trap only after the foreground command exits: the {sig[0]} trap fires when this "
-                f"step has already ended (or been killed at the time limit), too late to checkpoint",
-                f"{cmd_line} & wait")
-            return
+        if not _long_step(ctx, c):
+            continue
+        lines = ctx.script.lines[c.line - 1:c.end_line]
+        if any(re.search(r"(^|[^&])&\s*$|\|\||&&|;", x.split("#")[0]) for x in lines) or c.name == "exec":
+            fix = ""
+            edits: List[Edit] = []
+        else:
+            cmd_text = one_line("\n".join(lines))
+            new = _indent(lines[0]) + f"{cmd_text} &\n{_indent(lines[0])}wait"
+            edits = [Edit(ctx.script.path, c.line, c.end_line, new)]
+            fix = f"{cmd_text} & wait"
+        yield ctx.finding(
+            c.line, WARNING, "trap-blocked-by-foreground",
+            f"bash runs a trap only after the foreground command exits: the {sig[0]} trap (line {traps[0].line}) "
+            "fires when this step has already ended (or been killed at the time limit), too late to checkpoint",
+            fix, edits=edits)
+        return
 
 
 def rule_cuda_visible_devices(ctx: Context) -> Iterator[Finding]:
@@ -323,13 +571,14 @@ def rule_cuda_visible_devices(ctx: Context) -> Iterator[Finding]:
             continue
         names = {n for p in a.value.refs() for n in p.names}
         if names & {"SLURM_LOCALID", "SLURM_PROCID", "LOCAL_RANK", "SLURM_NODEID", "RANK"}:
+            edits = _delete_assignment(ctx, a)
             yield ctx.finding(
                 a.line, WARNING, "cuda-visible-devices-override",
                 f"CUDA_VISIBLE_DEVICES={a.value.flat()} replaces the GPUs Slurm gave each task: on "
                 f"{ctx.nodes_text()} a task's local id is not its GPU (with device cgroups id 1 does not exist, "
                 "without them tasks land on GPUs of other jobs)",
-                "delete this line: Slurm sets CUDA_VISIBLE_DEVICES for every task (ask --gpus-per-task=1 "
-                "for one GPU per task)")
+                "# delete this line: Slurm sets CUDA_VISIBLE_DEVICES for every task (ask --gpus-per-task=1 "
+                "for one GPU per task)" if edits else "", file=ctx.file_of(a), edits=edits)
 
 
 def _launch_opt_words(ctx: Context, names: Sequence[str]) -> Iterator[Tuple[Command, Launch, str, Word]]:
@@ -344,49 +593,95 @@ def _launch_opt_words(ctx: Context, names: Sequence[str]) -> Iterator[Tuple[Comm
                     yield cmd, launch, value, valword
 
 
+def _insert_before(ctx: Context, cmd: Command, text: str) -> Edit:
+    """An edit inserting ``text`` before the batch-shell command that runs ``cmd``."""
+    outer = cmd.srun if cmd.srun is not None and cmd.srun.file == cmd.file else cmd
+    file = ctx.file_of(outer)
+    return Edit(file, outer.line, outer.line - 1, _indent(ctx.script.line_text(outer.line, file)) + text)
+
+
 def rule_master_addr_loopback(ctx: Context) -> Iterator[Finding]:
     """MASTER_ADDR (or --master_addr / --rdzv_endpoint) is a loopback address in a multi-node job."""
     if not ctx.shape.multi_node:
         return
     for a in ctx.script.assignments:
         if a.name == "MASTER_ADDR" and a.value is not None and LOOPBACK_RE.match(a.value.literal() or ""):
+            file = ctx.file_of(a)
+            line = ctx.script.line_text(a.line, file)
+            edits = [Edit(file, a.line, a.line, _indent(line) + MASTER_ADDR_FIX)] if _delete_assignment(ctx, a) else []
             yield ctx.finding(
                 a.line, ERROR, "master-addr-loopback",
                 f"MASTER_ADDR={a.value.literal()} is each node itself: on {ctx.nodes_text()} every node waits "
-                "for a rendezvous on its own loopback (a hang until the timeout)", MASTER_ADDR_FIX)
+                "for a rendezvous on its own loopback (a hang until the timeout)", MASTER_ADDR_FIX,
+                file=file, edits=edits)
     for cmd, launch, value, word in _launch_opt_words(ctx, ("master_addr", "rdzv_endpoint", "main_process_ip")):
         host = value.rsplit(":", 1)[0] if ":" in value and not value.startswith("[") else value
         if LOOPBACK_RE.match(host):
+            file = ctx.file_of(cmd)
+            line = ctx.script.line_text(word.line, file)
+            edits = [Edit(file, word.line, word.line, line.replace(host, "$MASTER_ADDR", 1))]
+            if ctx.script.assignment_before("MASTER_ADDR", cmd.seq) is None:
+                edits.insert(0, _insert_before(ctx, cmd, MASTER_ADDR_FIX))
             yield ctx.finding(
                 word.line, ERROR, "master-addr-loopback",
                 f"{value} is each node itself: on {ctx.nodes_text()} every node rendezvous with itself (a hang)",
-                ctx.script.line_text(word.line).replace(host, "$MASTER_ADDR", 1).strip()
-                + f"   (with {MASTER_ADDR_FIX})")
+                fix_text(edits, word.line, file), file=file, edits=edits)
+
+
+def _port_consumers_harmless(ctx: Context, a: Assignment) -> bool:
+    """Whether every step after ``a`` is a c10d/etcd torchrun that does not use $MASTER_PORT:
+    torchrun then gives its workers a MASTER_PORT of its own and the fixed one is never bound."""
+    later = [c for c in ctx.script.commands if c.seq > a.seq and (classify(c.words()) is not None
+                                                                 or c.name == "srun")]
+    launches_after = [(c, classify(c.words())) for c in later if classify(c.words()) is not None]
+    if not launches_after:
+        return False
+    for c, launch in launches_after:
+        if not _is_c10d(launch):
+            return False
+        if any("MASTER_PORT" in p.names for w in c.argv for p in w.refs()):
+            return False
+    # every srun step runs one of those launches
+    for s in later:
+        if s.name == "srun" and not any(c.srun is s for c, _ in launches_after):
+            return False
+    return True
 
 
 def rule_fixed_master_port(ctx: Context) -> Iterator[Finding]:
-    """A fixed MASTER_PORT: two jobs sharing a node collide on it."""
+    """A fixed MASTER_PORT: two jobs sharing a node collide on it (not on whole nodes)."""
+    if whole_node(ctx):
+        return
+    shared = ("another job on the same first node (nodes are shared: the job does not ask for --exclusive) "
+              "binds the same port, and the second fails with EADDRINUSE")
     for a in ctx.script.assignments:
-        if a.name != "MASTER_PORT" or a.value is None:
+        if a.name != "MASTER_PORT" or a.value is None or a.shell != BATCH:
             continue
         lit = a.value.literal()
         port = lit if lit and lit.isdigit() else None
         if port is None and len(a.value.parts) == 1 and a.value.parts[0].default \
                 and a.value.parts[0].default.isdigit() and a.value.parts[0].names == ("MASTER_PORT",):
             port = a.value.parts[0].default
-        if port:
-            yield ctx.finding(
-                a.line, WARNING, "fixed-master-port",
-                f"MASTER_PORT={port} is the same for every job: two jobs that share a node (or the seeds' "
-                "one host) both bind it, and the second fails with EADDRINUSE", MASTER_PORT_FIX)
+        if not port or _port_consumers_harmless(ctx, a):
+            continue
+        file = ctx.file_of(a)
+        line = ctx.script.line_text(a.line, file)
+        edits = [Edit(file, a.line, a.line, _indent(line) + MASTER_PORT_FIX)] if _delete_assignment(ctx, a) else []
+        yield ctx.finding(
+            a.line, WARNING, "fixed-master-port",
+            f"MASTER_PORT={port} is the same for every job: {shared}", MASTER_PORT_FIX, file=file, edits=edits)
     for cmd, launch, value, word in _launch_opt_words(ctx, ("master_port", "main_process_port", "rdzv_endpoint")):
         port = value.rsplit(":", 1)[-1] if ":" in value or value.isdigit() else ""
         if port.isdigit():
+            file = ctx.file_of(cmd)
+            line = ctx.script.line_text(word.line, file)
+            new = re.sub(r"(?<![\w$])" + re.escape(port) + r"(?!\w)", "$((20000 + SLURM_JOB_ID % 20000))", line,
+                         count=1)
+            edits = [Edit(file, word.line, word.line, new)] if new != line else []
             yield ctx.finding(
                 word.line, WARNING, "fixed-master-port",
-                f"port {port} is the same for every job: two jobs that share a node both bind it (EADDRINUSE)",
-                ctx.script.line_text(word.line).replace(port, "$MASTER_PORT", 1).strip()
-                + f"   (with {MASTER_PORT_FIX})")
+                f"port {port} is the same for every job: {shared}", fix_text(edits, word.line, file) if edits else "",
+                file=file, edits=edits)
 
 
 def _int(text: Optional[str]) -> Optional[int]:
@@ -396,22 +691,71 @@ def _int(text: Optional[str]) -> Optional[int]:
         return None
 
 
+def _tasks_per_node_edit(ctx: Context, srun: Command, value: int) -> List[Edit]:
+    """Setting a step's tasks per node: its srun option, else the header's."""
+    file = ctx.file_of(srun)
+    line = ctx.script.line_text(srun.line, file)
+    opts, _ = srun_options(srun.argv)
+    if "ntasks-per-node" in opts:
+        new = re.sub(r"--ntasks-per-node[= ]\S+", f"--ntasks-per-node={value}", line, count=1)
+        return [Edit(file, srun.line, srun.line, new)] if new != line else []
+    if "ntasks" not in opts and "n" not in opts:
+        opt = ctx.script.opt("ntasks-per-node")
+        if opt is not None:
+            header = ctx.script.line_text(opt.line)
+            new = re.sub(r"--ntasks-per-node[= ]\S+", f"--ntasks-per-node={value}", header, count=1)
+            return [Edit(ctx.script.path, opt.line, opt.line, new)] if new != header else []
+    new = re.sub(r"\bsrun\b", f"srun --ntasks-per-node={value}", line, count=1)
+    new = re.sub(r"\s(--ntasks|-n)[= ]\S+", "", new, count=1)
+    return [Edit(file, srun.line, srun.line, new)] if new != line else []
+
+
+def _deepspeed_per_node(launch: Launch) -> bool:
+    """deepspeed started on every node by srun on purpose: --no_ssh (one runner per node)."""
+    return any(k in launch.opts for k in ("no_ssh", "no_ssh_check"))
+
+
 def rule_double_launch(ctx: Context) -> Iterator[Finding]:
-    """--ntasks-per-node > 1 with a launcher that spawns the processes itself."""
+    """--ntasks-per-node > 1 with a launcher that spawns the processes itself; the DeepSpeed
+    runner under srun (it starts the workers on every node itself)."""
     for cmd, launch in launches(ctx):
         if cmd.srun is None or not launch.spawns:
             continue
         t = step_tasks_per_node(ctx, cmd.srun)
+        nodes = step_nodes(ctx, cmd.srun)
+        file = ctx.file_of(cmd)
+        if launch.kind == "deepspeed" and not _deepspeed_per_node(launch) and t * nodes > 1:
+            if cmd.in_bash_c or cmd.srun.file != cmd.file:
+                edits = []
+            else:
+                first = ctx.script.line_text(cmd.srun.line, file)
+                text = one_line("\n".join(ctx.script.line_text(x, file)
+                                          for x in range(cmd.srun.line, cmd.srun.end_line + 1)))
+                text = text[text.index(cmd.argv[0].text):] if cmd.argv[0].text in text else ""
+                edits = [Edit(file, cmd.srun.line, cmd.srun.end_line, _indent(first) + text)] if text else []
+            yield ctx.finding(
+                cmd.line, ERROR, "double-launch",
+                f"srun starts the DeepSpeed runner in each of its {t * nodes} tasks, and each runner starts the "
+                f"workers itself (on every host of its hostfile, or only on its own node without one): "
+                f"{t * nodes} copies of the job whose ranks collide. Run the runner once, from the batch shell "
+                "(or give each node its rank with --no_ssh --node_rank)",
+                fix_text(edits, cmd.line, file) if edits else "", file=file, edits=edits)
+            continue
         if t <= 1:
             continue
-        nproc = launch.opt("nproc_per_node", "num_gpus", "num_processes") or "?"
+        nproc = launch.opt("nproc_per_node", "num_gpus", "num_processes")
+        spawns = f"spawns {nproc} workers itself" if nproc and nproc.isdigit() else "spawns its own workers"
         opt = ctx.script.opt("ntasks-per-node")
-        where = f" (#SBATCH line {opt.line})" if opt else ""
+        where = f" (#SBATCH line {opt.line})" if opt and "ntasks-per-node" not in srun_options(cmd.srun.argv)[0] \
+            else ""
+        edits = _tasks_per_node_edit(ctx, cmd.srun, 1)
         yield ctx.finding(
             cmd.line, ERROR, "double-launch",
-            f"{t} tasks per node{where} each start {launch.kind}, which spawns {nproc} workers itself: "
-            f"on {ctx.nodes_text()} {t} launchers per node claim the same node rank and ranks collide",
-            "#SBATCH --ntasks-per-node=1   (one launcher per node; it starts one process per GPU)")
+            f"{t} tasks per node{where} each start {launch.kind}, which {spawns}: on {ctx.nodes_text()} "
+            f"{t} launchers per node claim the same node rank and ranks collide",
+            (fix_text(edits, cmd.line, file) + ("" if "#" in fix_text(edits, cmd.line, file) else
+                                               "   # one launcher per node; it starts one process per GPU"))
+            if edits else "", file=edits[0].file if edits else file, edits=edits)
 
 
 def rule_gpus_per_node(ctx: Context) -> Iterator[Finding]:
@@ -421,8 +765,10 @@ def rule_gpus_per_node(ctx: Context) -> Iterator[Finding]:
         return
     for cmd, launch in launches(ctx):
         t = step_tasks_per_node(ctx, cmd.srun) if cmd.srun is not None else 1
+        file = ctx.file_of(cmd)
+        edits: List[Edit] = []
         if launch.spawns:
-            if t > 1:
+            if t > 1 or launch.kind == "deepspeed" and cmd.srun is not None and not _deepspeed_per_node(launch):
                 continue  # double-launch says it
             nproc = _int(launch.opt("nproc_per_node", "num_gpus"))
             if nproc is None:
@@ -430,22 +776,38 @@ def rule_gpus_per_node(ctx: Context) -> Iterator[Finding]:
             procs = t * nproc
             idx = launch.opts.get("nproc_per_node", launch.opts.get("num_gpus", ("", 0)))[1]
             line = cmd.argv[idx].line if idx < len(cmd.argv) else cmd.line
-            fix = ctx.script.line_text(line).replace(str(nproc), str(g // t), 1).strip()
+            text = ctx.script.line_text(line, file)
+            new = re.sub(r"(--(?:nproc[_-]per[_-]node|num[_-]gpus)[= ])" + str(nproc) + r"\b",
+                         lambda m: m.group(1) + str(g // t), text, count=1)
+            if new != text:
+                edits = [Edit(file, line, line, new)]
         elif launch.kind == "python" and cmd.srun is not None and not ctx.shape.gpus_per_task:
-            procs, line = t, cmd.line
-            fix = f"#SBATCH --ntasks-per-node={g}"
+            entry = ctx.entry(cmd)
+            if entry is not None and entry.spawns:
+                if entry.nprocs is None:
+                    continue  # one process per GPU, started by the program itself
+                procs = t * entry.nprocs
+            else:
+                procs = t
+            line = cmd.line
+            if entry is None or not entry.spawns:
+                edits = _tasks_per_node_edit(ctx, cmd.srun, g)
         else:
             continue
+        if procs == g:
+            continue
+        fix = fix_text(edits, line, file) if edits else ""
         if procs > g:
             yield ctx.finding(
                 line, ERROR, "gpus-per-node-mismatch",
                 f"{procs} processes per node but {g} GPU{'s' if g != 1 else ''} per node: on {ctx.nodes_text()} "
-                "ranks share a GPU (NCCL fails with 'Duplicate GPU detected')", fix)
-        elif procs < g:
+                "ranks share a GPU (NCCL fails with 'Duplicate GPU detected')", fix, file=file, edits=edits)
+        else:
             yield ctx.finding(
                 line, WARNING, "gpus-per-node-mismatch",
-                f"{procs} process{'es' if procs != 1 else ''} per node for {g} GPUs per node: {g - procs} GPUs "
-                f"per node sit idle on each of {ctx.nodes_text()}", fix)
+                f"{procs} process{'es' if procs != 1 else ''} per node for {g} GPUs per node: {g - procs} "
+                f"GPU{'s' if g - procs != 1 else ''} per node sit idle on each of {ctx.nodes_text()}", fix,
+                file=file, edits=edits)
 
 
 def rule_kill_on_bad_exit(ctx: Context) -> Iterator[Finding]:
@@ -455,30 +817,38 @@ def rule_kill_on_bad_exit(ctx: Context) -> Iterator[Finding]:
     for cmd in ctx.script.commands:
         if cmd.shell != BATCH or cmd.name != "srun" or cmd.prog_index >= len(cmd.argv):
             continue
+        if step_nodes(ctx, cmd) * step_tasks_per_node(ctx, cmd) <= 1:
+            continue
         opts, _ = srun_options(cmd.argv)
         value = opts.get("kill-on-bad-exit", opts.get("K", (None, None)))[0]
         if value is not None and value != "0":
             continue
         if not any(c.srun is cmd and classify(c.words()) is not None for c in ctx.script.commands):
             continue
-        first = ctx.script.line_text(cmd.line)
+        file = ctx.file_of(cmd)
+        first = ctx.script.line_text(cmd.line, file)
+        new = re.sub(r"\bsrun\b", "srun --kill-on-bad-exit=1", first, count=1)
+        new = re.sub(r"\s--kill-on-bad-exit=0\b", "", new)
+        edits = [Edit(file, cmd.line, cmd.line, new)]
         yield ctx.finding(
             cmd.line, WARNING, "no-kill-on-bad-exit",
             f"without --kill-on-bad-exit a rank that dies leaves the others of the {ctx.nodes_text()} waiting in "
-            "collectives until the job's time limit", first.replace("srun", "srun --kill-on-bad-exit=1", 1).strip())
+            "collectives until the job's time limit", new.strip(), file=file, edits=edits)
 
 
 def rule_deprecated_launch(ctx: Context) -> Iterator[Finding]:
     """python -m torch.distributed.launch."""
     for cmd, launch in launches(ctx):
         if launch.kind == "torch.distributed.launch":
-            line = ctx.script.line_text(cmd.argv[0].line)
-            fix = re.sub(r"python3?\s+-m\s+torch\.distributed\.launch", "torchrun", line).strip()
+            file = ctx.file_of(cmd)
+            line = ctx.script.line_text(cmd.argv[0].line, file)
+            new = re.sub(r"\S*python3?(\.\d+)?\s+-m\s+torch\.distributed\.launch", "torchrun", line, count=1)
+            edits = [Edit(file, cmd.argv[0].line, cmd.argv[0].line, new)] if new != line else []
             yield ctx.finding(
                 cmd.argv[0].line, WARNING, "deprecated-torch-launch",
                 "torch.distributed.launch is deprecated: it passes --local_rank as an argument (newer "
                 "scripts read LOCAL_RANK from the environment and fail to parse it); use torchrun",
-                fix if fix != line.strip() else "torchrun ...")
+                new.strip() if edits else "", file=file, edits=edits)
 
 
 def rule_launcher_without_srun(ctx: Context) -> Iterator[Finding]:
@@ -489,22 +859,33 @@ def rule_launcher_without_srun(ctx: Context) -> Iterator[Finding]:
     for cmd, launch in launches(ctx):
         if cmd.shell != BATCH:
             continue
+        file = ctx.file_of(cmd)
+        lines = [ctx.script.line_text(x, file) for x in range(cmd.line, cmd.end_line + 1)]
         if launch.kind in ("torchrun", "torch.distributed.launch", "accelerate"):
             nn = launch.opt("nnodes", "num_machines")
             lo, _ = parse_nnodes(nn)
             if "standalone" in launch.opts or lo == 1:
                 continue
+            more = ctx.n - 1
+            new = _indent(lines[0]) + "srun --ntasks-per-node=1 --kill-on-bad-exit=1 " + one_line("\n".join(lines))
+            simple = not any(re.search(r"\|\||&&|;|\|", x.split("#")[0]) for x in lines)
+            edits = [Edit(file, cmd.line, cmd.end_line, new)] if simple and not cmd.in_bash_c else []
             yield ctx.finding(
                 cmd.line, ERROR, "launcher-without-srun",
                 f"{launch.kind} runs only in the batch shell, on the first node: it waits for "
-                f"{ctx.n - 1} more node{'s' if ctx.n != 2 else ''} that never start an agent (a hang until "
-                "the rendezvous timeout)",
-                "srun --ntasks-per-node=1 --kill-on-bad-exit=1 " + one_line(ctx.script.line_text(cmd.line)))
+                f"{more} more node{'s' if more != 1 else ''}, which never start{'s' if more == 1 else ''} an "
+                "agent (a hang until the rendezvous timeout)", new.strip() if edits else "", file=file,
+                edits=edits)
         elif launch.kind == "python" and not any_srun:
+            entry = ctx.entry(cmd)
+            if entry is not None and entry.maps == "submitit":
+                continue  # submitit submits its own jobs
+            new = re.sub(r"^(\s*)", r"\1srun ", lines[0], count=1)
+            edits = [Edit(file, cmd.line, cmd.line, new)] if not cmd.in_bash_c else []
             yield ctx.finding(
                 cmd.line, WARNING, "single-node-launch",
                 f"runs once, on the first node: the other {ctx.n - 1} of {ctx.nodes_text()} sit idle",
-                "srun " + one_line(ctx.script.line_text(cmd.line)))
+                new.strip() if edits else "", file=file, edits=edits)
 
 
 def rule_unset_launcher_variable(ctx: Context) -> Iterator[Finding]:
@@ -516,6 +897,8 @@ def rule_unset_launcher_variable(ctx: Context) -> Iterator[Finding]:
         for name in ("master_addr", "master_port", "rdzv_endpoint", "main_process_ip", "main_process_port"):
             if name not in launch.opts:
                 continue
+            if name == "master_port" and launch.kind == "torchrun" and _is_c10d(launch):
+                continue
             idx = launch.opts[name][1]
             words = cmd.argv[idx:idx + 2]
             for w in words:
@@ -525,7 +908,7 @@ def rule_unset_launcher_variable(ctx: Context) -> Iterator[Finding]:
                             continue
                         assigned = [a for a in ctx.script.assignments if a.name == var and a.shell == BATCH
                                     and a.prefix_of is None]
-                        if p.shell == BATCH and not [a for a in assigned if a.line <= cmd.line]:
+                        if p.shell == BATCH and not [a for a in assigned if a.seq <= cmd.seq]:
                             problem = "is never set in this script"
                         elif p.shell == TASK and assigned and not any(a.exported for a in assigned):
                             problem = f"is set at line {assigned[0].line} but not exported, so tasks do not see it"
@@ -535,21 +918,33 @@ def rule_unset_launcher_variable(ctx: Context) -> Iterator[Finding]:
                             continue
                         seen.add((var, p.line))
                         fix = MASTER_ADDR_FIX if var == "MASTER_ADDR" else MASTER_PORT_FIX
+                        if assigned and problem.startswith("is set"):
+                            a = assigned[0]
+                            afile = ctx.file_of(a)
+                            aline = ctx.script.line_text(a.line, afile)
+                            edits = [Edit(afile, a.line, a.line, _indent(aline) + "export " + aline.strip())]
+                        else:
+                            edits = [_insert_before(ctx, cmd, fix)]
+                        file = ctx.file_of(cmd)
                         yield ctx.finding(
                             p.line, WARNING, "unset-launcher-variable",
                             f"${var} {problem}: unless the submitting shell exports it, {launch.kind} gets an "
                             f"empty value and falls back to {'127.0.0.1' if var == 'MASTER_ADDR' else '29500'}"
                             + (f": on {ctx.nodes_text()} each node rendezvous with itself" if var == "MASTER_ADDR"
-                               else ""), f"{fix}   (before line {cmd.line})")
+                               else ""), fix_text(edits, p.line, file), file=file, edits=edits)
 
 
 def rule_late_sbatch(ctx: Context) -> Iterator[Finding]:
     """#SBATCH lines after the first command are ignored by sbatch."""
+    last_header = max((o.line for o in ctx.script.header), default=1)
     for opt in ctx.script.late_header:
+        text = ctx.script.line_text(opt.line)
+        edits = [Edit(ctx.script.path, opt.line, opt.line, ""),
+                 Edit(ctx.script.path, last_header + 1, last_header, text.strip())]
         yield ctx.finding(
             opt.line, WARNING, "sbatch-after-command",
             f"#SBATCH --{opt.key} comes after the first command: sbatch ignores it",
-            "move this line above the first command")
+            f"{text.strip()}   # move it up, after line {last_header}", edits=edits)
 
 
 @dataclass(frozen=True)
@@ -585,15 +980,63 @@ RULES: Tuple[Rule, ...] = (
 )
 
 
-def check_script(script: Script) -> List[Finding]:
-    """Every finding of every rule on ``script``, by line (one per rule and line)."""
-    ctx = Context(script, shape_of(script))
+_MULTI_NODE_TEXT = re.compile(r"SLURM_JOB_NUM_NODES|SLURM_NNODES|SLURM_NODEID|SLURM_JOB_NODELIST|SLURM_NODELIST|"
+                              r"scontrol\s+show\s+hostnames?")
+
+
+def clearly_multi_node(script: Script) -> bool:
+    """A script that is written for several nodes: srun and a distributed launcher (torchrun,
+    deepspeed, accelerate, a python entry that is distributed), or srun and the node list."""
+    sruns = [c for c in script.commands if c.name == "srun"]
+    if not sruns:
+        return False
+    for cmd in script.commands:
+        launch = classify(cmd.words())
+        if launch is None:
+            continue
+        if launch.spawns:
+            return True
+        if cmd.srun is not None and cmd.entry and read_entry(cmd.entry).distributed:
+            return True
+    return any(_MULTI_NODE_TEXT.search(t) for t in [script.text] + list(script.files.values()))
+
+
+def context_of(script: Script, nodes: Optional[int] = None) -> Context:
+    """The shape the rules speak of: the header's, ``nodes`` as `sbatch -N` gives it, or -N 2 for
+    a script without --nodes that is clearly written for several nodes."""
+    shape = shape_of(script, nodes)
+    if nodes is None and not shape.nodes_stated and clearly_multi_node(script):
+        return Context(script, shape_of(script, 2), assumed_nodes=True)
+    return Context(script, shape)
+
+
+def check_script(script: Script, nodes: Optional[int] = None) -> List[Finding]:
+    """Every finding of every rule on ``script``, by line (one per rule and place)."""
+    ctx = context_of(script, nodes)
     seen = set()
     out: List[Finding] = []
     for rule in RULES:
         for f in rule.func(ctx):
-            key = (f.rule, f.line)
+            key = (f.rule, f.path, f.line)
             if key not in seen:
                 seen.add(key)
                 out.append(f)
-    return sorted(out, key=lambda f: (f.line, f.rule))
+    return sorted(out, key=lambda f: (f.path != script.path, f.path, f.line, f.rule))
+
+
+def apply_edits(texts: Dict[str, str], edits: Sequence[Edit]) -> Dict[str, str]:
+    """``texts`` (file -> text) with ``edits`` made; the edits' lines are those before any edit."""
+    out = dict(texts)
+    by_file: Dict[str, List[Edit]] = {}
+    for e in edits:
+        by_file.setdefault(e.file, []).append(e)
+    for file, es in by_file.items():
+        lines = out.get(file, "").split("\n")
+        for e in sorted(es, key=lambda e: (-e.start, -e.end)):
+            new = e.text.split("\n") if e.text else []
+            if e.end < e.start:
+                lines[e.start - 1:e.start - 1] = new
+            else:
+                lines[e.start - 1:e.end] = new
+        out[file] = "\n".join(lines)
+    return out

@@ -58,6 +58,7 @@ class Shape:
     gpus_per_node: Optional[int]  # None: the job asks for no GPUs
     gpus_per_task: Optional[int]
     signal: Optional[str]         # as written, e.g. "SIGUSR1@90" or "B:USR1@90"
+    nodes_stated: bool = True     # the header (or check --nodes) says how many nodes
 
     @property
     def multi_node(self) -> bool:
@@ -72,10 +73,11 @@ class Shape:
         return max(1, self.tasks_per_node * self.cpus_per_task)
 
 
-def shape_of(script: Script) -> Shape:
-    """The job shape the header asks for (Slurm's defaults where it says nothing)."""
+def shape_of(script: Script, nodes: Optional[int] = None) -> Shape:
+    """The job shape the header asks for (Slurm's defaults where it says nothing); ``nodes``
+    as `sbatch -N` would give it, over the header's."""
     o = script.opt
-    nodes_text = o("nodes").value if o("nodes") else None
+    nodes_text = str(nodes) if nodes else (o("nodes").value if o("nodes") else None)
     nodes, nodes_max = 1, 1
     if nodes_text:
         lo, _, hi = nodes_text.partition("-")
@@ -83,8 +85,10 @@ def shape_of(script: Script) -> Shape:
         nodes_max = _int(hi) or nodes
     ntasks = _int(o("ntasks").value) if o("ntasks") else None
     per_node = _int(o("ntasks-per-node").value) if o("ntasks-per-node") else None
+    stated = bool(nodes_text)
     if not nodes_text and ntasks and per_node:
         nodes = nodes_max = max(1, math.ceil(ntasks / per_node))
+        stated = True
     if per_node is None:
         per_node = math.ceil(ntasks / nodes_max) if ntasks else 1
     cpus = _int(o("cpus-per-task").value) if o("cpus-per-task") else 1
@@ -108,4 +112,4 @@ def shape_of(script: Script) -> Shape:
         mem = per * gpn if per else None
     return Shape(nodes=nodes, nodes_max=nodes_max, tasks_per_node=per_node, cpus_per_task=cpus or 1,
                  mem_mb=mem, gpus_per_node=gpn, gpus_per_task=gpt,
-                 signal=o("signal").value if o("signal") else None)
+                 signal=o("signal").value if o("signal") else None, nodes_stated=stated)

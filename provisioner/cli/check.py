@@ -16,10 +16,17 @@ from provisioner.errors import UsageError
                    "python/torchrun/deepspeed/accelerate replaced by a recorder, and report rank collisions.")
 @click.option("--real", is_flag=True, help="With --run: run the real commands (the recorder still records).")
 @click.option("--no-shellcheck", is_flag=True, help="Leave ShellCheck's findings out.")
+@click.option("--nodes", "-N", "nodes", type=click.IntRange(1, 100000), default=None, metavar="N",
+              help="The node count the job is submitted with (sbatch -N N), over the header's --nodes. "
+                   "Without it, a script with no --nodes that is clearly multi-node is checked as if "
+                   "submitted with -N 2 or more.")
+@click.option("--strict", is_flag=True,
+              help="Exit 1 on any finding, ShellCheck's and warnings included (by default only our "
+                   "multi-node errors decide the exit status).")
 @click.option("--timeout", type=float, default=120.0, show_default=True, metavar="SECONDS",
               help="With --run: how long the job may take.")
 @click.pass_context
-def command(ctx, scripts, as_json, run, real, no_shellcheck, timeout):
+def command(ctx, scripts, as_json, run, real, no_shellcheck, nodes, strict, timeout):
     """Find the bugs of batch scripts that only show on several nodes.
 
     \b
@@ -27,13 +34,17 @@ def command(ctx, scripts, as_json, run, real, no_shellcheck, timeout):
       simcluster check job.sbatch                # FILE:LINE: error|warning: ... then the fix
       simcluster check --json examples/*.sh
       simcluster check --run job.sbatch          # + a dry run: duplicate ranks, GPUs shared ...
+      simcluster check --nodes 4 train.slurm     # the script is submitted with sbatch -N 4
 
     Static rules read a real bash parse tree (tree-sitter-bash): which shell expands each
     variable (`srun torchrun --node_rank=$SLURM_NODEID` is expanded once, by the batch shell),
     RANK exported before srun, --signal without B: while the script traps it, CUDA_VISIBLE_DEVICES
     overrides, MASTER_ADDR=localhost, fixed ports, tasks vs nproc_per_node vs GPUs, double
-    launches, missing --kill-on-bad-exit; ShellCheck's findings join them where it is installed.
-    Exit 1 when an error is found, 0 when clean or only warnings, 2 when a script cannot be read.
+    launches, missing --kill-on-bad-exit. Helper scripts it runs (bash/sh/source/. FILE) are
+    followed, and a Python entry point beside the script is read (frameworks that map Slurm's
+    variables themselves). ShellCheck's findings join them where it is installed.
+    Exit 1 when one of our multi-node errors is found (with --strict: any finding), 0 when
+    clean or only warnings or ShellCheck findings, 2 when a script cannot be read.
     See docs/check.md.
     """
     # lazy: the checker (tree-sitter) loads only when the command runs, not for --help
@@ -46,20 +57,21 @@ def command(ctx, scripts, as_json, run, real, no_shellcheck, timeout):
     texts = read_scripts(scripts)
     findings = []
     for path, text in texts:
-        findings += check_text(path, text, use_shellcheck=not no_shellcheck)
+        findings += check_text(path, text, use_shellcheck=not no_shellcheck, nodes=nodes)
     extra = None
     if run:
         from provisioner.check.dryrun import dry_run  # lazy: the cluster model loads only for --run
         result = dry_run(texts[0][0], texts[0][1], real=real, timeout=timeout,
-                         progress=(lambda m: None) if as_json else (lambda m: click.echo(m, err=True)))
+                         progress=(lambda m: None) if as_json else (lambda m: click.echo(m, err=True)),
+                         nodes=nodes)
         findings += result.findings
         extra = {"run": result.to_dict()}
     if as_json:
-        echo_json(to_json(findings, [p for p, _ in texts], extra))
+        echo_json(to_json(findings, [p for p, _ in texts], extra, strict=strict))
     else:
         for f in findings:
             click.echo(format_finding(f))
         if run:
             click.echo(result.table())
         click.echo(summary(findings, len(texts)))
-    ctx.exit(exit_code(findings))
+    ctx.exit(exit_code(findings, strict))
