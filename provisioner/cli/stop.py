@@ -26,8 +26,9 @@ def names_of(name, all_, want_phase):
 def command(name, all_):
     """Stop a cluster's daemons (docker: its containers), keeping jobs, state and accounting.
 
-    slurmctld gets SIGTERM first, so it saves its state; what does not stop within 15 s is
-    killed. 'simcluster start' (or 'up' with the same spec) brings the cluster back.
+    SIGTERM goes to the slurmds first, then slurmctld (which saves its state), slurmdbd,
+    MariaDB and munged; what does not stop within 15 s is killed. 'simcluster start' (or
+    'up' with the same spec) brings the cluster back.
     """
     # lazy: the cluster model loads only when the command runs, not for --help
     from provisioner.clusters import stop

@@ -78,7 +78,7 @@ def command(name, suite, as_json, junit, timeout, **where):
                  30 s: slurmctld checks time limits every 30 s)
       ddp        DistributedDataParallel across 2 nodes (torchrun)
       fsdp       FSDP fully_shard across 2 nodes, sharding + DCP checkpoint reload
-      deepspeed  DeepSpeed ZeRO-3 across 2 nodes (srun python, the seeds' style)
+      deepspeed  DeepSpeed ZeRO-3 across 2 nodes (srun python, no launcher)
       megatron   megatron-core GPTModel with tensor parallel 2 across 2 nodes
     Training suites need the training stack (`make setup-train`, or pip's
     extra simcluster[train]; docker clusters: an image from `simcluster image
