@@ -1,7 +1,7 @@
 #!/bin/bash
 # PyTorch DDP on 2 nodes x 1 GPU, launched by torchrun: `sbatch train_ddp.sh`.
 # Runs unchanged on a simcluster cluster (simcluster up --nodes 2 --fake-gpus 2) and on a
-# real one. For production, raise --cpus-per-task/--mem/--time (the seeds used 28/200G/24h).
+# real one. For production, raise --cpus-per-task/--mem/--time (e.g. 28/200G/24h).
 #SBATCH --job-name=ddp-training
 #SBATCH --nodes=2
 #SBATCH --gres=gpu:1

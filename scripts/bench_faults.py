@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Benchmark repair, stop/start and failure detection (issue 11), write docs/benchmarks-faults.md.
+"""Benchmark repair, stop/start and failure detection, write docs/benchmarks-faults.md.
 
   repair (local)     `simcluster up` on a cluster with 1 dead slurmd, a dead slurmctld,
                      every slurmd of a 256-node cluster dead (SIGKILL by pid from the state)

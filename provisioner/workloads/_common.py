@@ -49,7 +49,7 @@ def pick_device() -> Dict[str, object]:
 def env_from_slurm() -> None:
     """RANK/WORLD_SIZE/LOCAL_RANK from Slurm when the process was started by srun directly.
 
-    torchrun sets them itself; `srun python train.py` (the DeepSpeed seeds' style) does not.
+    torchrun sets them itself; `srun python train.py` (DeepSpeed without a launcher) does not.
     """
     defaults = {"RANK": "SLURM_PROCID", "WORLD_SIZE": "SLURM_NTASKS", "LOCAL_RANK": "SLURM_LOCALID"}
     for var, slurm_var in defaults.items():

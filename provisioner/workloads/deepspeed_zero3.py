@@ -1,6 +1,6 @@
 """DeepSpeed ZeRO-3 smoke training, one process per node, started by srun directly.
 
-This is the seeds' DeepSpeed launch style: `srun python train.py`, with RANK/WORLD_SIZE/
+This is DeepSpeed launched without a launcher: `srun python train.py`, with RANK/WORLD_SIZE/
 LOCAL_RANK taken from SLURM_PROCID/SLURM_NTASKS/SLURM_LOCALID. Proves: ZeRO stage 3 is
 active and every parameter is partitioned (each rank holds only its slice), and loss
 goes down.

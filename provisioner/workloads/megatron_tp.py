@@ -3,8 +3,8 @@
 Proves: megatron-core's model-parallel groups form across nodes, the attention and MLP
 weights are split between the two tensor-parallel ranks (each holds half of every
 column/row-parallel weight), the replicated weights stay identical, and loss goes down
-when the model learns a fixed token sequence. Run by torchrun (the seeds' Megatron
-launch style).
+when the model learns a fixed token sequence. Run by torchrun (one per node, as
+Megatron jobs usually are).
 
 megatron-core assumes CUDA. On a node without a GPU two shims make it run on CPU with
 gloo, and the result line says so ("cpu_shims"):
