@@ -374,14 +374,13 @@ def path_problem(token: str, root: Path = ROOT) -> Optional[str]:
 
 
 def named_paths(text: str) -> List[Tuple[int, str]]:
-    """(line, token) of code spans and link targets that could name a code path."""
+    """(line, token) of words in code spans, and paths in the prose, that could name a code
+    path (link targets are the link check's)."""
     out = []
     for n, line in prose_lines(text):
         for span in code_spans(line):
             for word in span.split():
                 out.append((n, word))
-        for m in _LINK.finditer(strip_code_spans(line)):
-            out.append((n, m.group(1)))
         for m in re.finditer(r"(?<![\w/.$-])((?:provisioner|configs|ansible|docker|scripts|tests|examples)"
                              r"/[\w./-]*\.(?:py|sh|yml|yaml|j2|ini|cfg|toml|slurm|sbatch|md))\b",
                              strip_code_spans(line)):
@@ -392,8 +391,6 @@ def named_paths(text: str) -> List[Tuple[int, str]]:
 def path_problems(page: Path, text: str) -> List[str]:
     problems = []
     for n, token in named_paths(text):
-        if page.parent == DOCS and token.startswith(("../", "./")):
-            continue  # relative links are the link check's
         why = path_problem(token)
         if why:
             problems.append(f"{rel(page)}:{n}: '{token}': {why} (fix the name, or the code)")
