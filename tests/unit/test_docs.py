@@ -12,6 +12,8 @@ targets, links and named paths cannot drift.
   table exists; the pytest plugin's options are in docs/commands.md and docs/pytest.md;
 - every Make target with a `##` comment is in docs/make.md, and every `make TARGET` the
   docs name exists;
+- every environment variable of simcluster's own (SIMCLUSTER_*, XDG_*, SSH_*) the code
+  reads is in docs/environment.md;
 - every code path the docs name (`provisioner/...`, `configs/...`, `tests/...`, ...) exists,
   and a named symbol (`file.py:name`, `provisioner.module.name`) is defined there.
 
@@ -397,6 +399,28 @@ def path_problems(page: Path, text: str) -> List[str]:
     return problems
 
 
+# ------------------------------------------------------------------------ environment
+
+_ENV_READ = re.compile(r"(?:environ(?:\.get)?|getenv)\s*[(\[]\s*[\"']([A-Z][A-Z0-9_]*)[\"']")
+OWN_VARIABLES = ("SIMCLUSTER_", "XDG_", "SSH_")
+
+
+def env_variables_read(sources: Iterable[Tuple[str, str]]) -> Dict[str, str]:
+    """{variable: first file} of simcluster's own variables (SIMCLUSTER_*, XDG_*, SSH_*)
+    that ``sources`` ((name, text) pairs) read with os.environ or getenv."""
+    found: Dict[str, str] = {}
+    for name, text in sources:
+        for var in _ENV_READ.findall(text):
+            if var.startswith(OWN_VARIABLES):
+                found.setdefault(var, name)
+    return found
+
+
+def env_doc_problems(doc: str, read: Dict[str, str], doc_name: str = "docs/environment.md") -> List[str]:
+    return [f"{doc_name}: environment variable {var} (read in {where}) is not documented: add a row "
+            f"'| `{var}` | used for | default |'" for var, where in sorted(read.items()) if f"`{var}`" not in doc]
+
+
 # ------------------------------------------------------------------------------- tests
 
 def _fail_if(problems: List[str]) -> None:
@@ -461,6 +485,11 @@ def test_make_targets_are_documented():
     for page in doc_files():
         problems += unknown_make_targets(rel(page), page.read_text(), every)
     _fail_if(problems)
+
+
+def test_environment_variables_are_documented():
+    sources = [(rel(p), p.read_text()) for p in sorted((ROOT / "provisioner").rglob("*.py"))]
+    _fail_if(env_doc_problems((DOCS / "environment.md").read_text(), env_variables_read(sources)))
 
 
 def test_named_code_paths_exist():
@@ -558,6 +587,15 @@ def test_make_checker_finds_an_undocumented_target():
         "'| `make d` | what it does |'"]
     assert unknown_make_targets("p.md", "run `make demo` or `make nope`\n", {"demo"}) == [
         "p.md:1: `make nope` is not a target of the Makefile"]
+
+
+def test_env_checker_finds_an_undocumented_variable():
+    read = env_variables_read([("a.py", 'os.environ.get("SIMCLUSTER_NEW", "x"); os.environ["PATH"]'),
+                               ("b.py", "os.getenv('XDG_CONFIG_HOME')")])
+    assert read == {"SIMCLUSTER_NEW": "a.py", "XDG_CONFIG_HOME": "b.py"}
+    assert env_doc_problems("| `XDG_CONFIG_HOME` | x |", read) == [
+        "docs/environment.md: environment variable SIMCLUSTER_NEW (read in a.py) is not documented: add a row "
+        "'| `SIMCLUSTER_NEW` | used for | default |'"]
 
 
 @pytest.mark.parametrize("token, problem", [
