@@ -14,6 +14,7 @@ targets, links and named paths cannot drift.
   docs name exists;
 - every environment variable of simcluster's own (SIMCLUSTER_*, XDG_*, SSH_*) the code
   reads is in docs/environment.md;
+- every docs/PAGE.md#anchor that code, help texts, error hints and scripts name exists;
 - every code path the docs name (`provisioner/...`, `configs/...`, `tests/...`, ...) exists,
   and a named symbol (`file.py:name`, `provisioner.module.name`) is defined there.
 
@@ -492,6 +493,36 @@ def test_environment_variables_are_documented():
     _fail_if(env_doc_problems((DOCS / "environment.md").read_text(), env_variables_read(sources)))
 
 
+CODE_DIRS = ("provisioner", "scripts", "examples", "configs", "ansible", "docker")
+
+
+def doc_references(name: str, text: str) -> List[Tuple[str, str, str]]:
+    """(where, page, anchor) of every 'docs/PAGE.md#anchor' named in a source file."""
+    return [(f"{name}:{text.count(chr(10), 0, m.start()) + 1}", m.group(1), m.group(2) or "")
+            for m in re.finditer(r"docs/([A-Za-z0-9_-]+\.md)(?:#([A-Za-z0-9_-]+))?", text)]
+
+
+def reference_problems(refs: Iterable[Tuple[str, str, str]], anchors_of) -> List[str]:
+    problems = []
+    for where, page, anchor in refs:
+        path = DOCS / page
+        if not path.is_file():
+            problems.append(f"{where}: names docs/{page}, which does not exist")
+        elif anchor and anchor not in anchors_of(path):
+            problems.append(f"{where}: names docs/{page}#{anchor}, but docs/{page} has no heading with that "
+                            f"anchor (fix the anchor, or the heading)")
+    return problems
+
+
+def test_docs_named_in_code_and_messages_exist():
+    """Help texts, error hints, comments and scripts that send users to docs/PAGE.md#anchor."""
+    files = [p for d in CODE_DIRS for p in sorted((ROOT / d).rglob("*")) if p.is_file()
+             and p.suffix in (".py", ".sh", ".slurm", ".sbatch", ".yml", ".yaml", ".j2", ".ini", ".cfg", "")]
+    files += [ROOT / "Makefile", ROOT / "action.yml"]
+    refs = [r for p in files for r in doc_references(rel(p), p.read_text(errors="replace"))]
+    _fail_if(reference_problems(refs, lambda p: anchors(p.read_text())))
+
+
 def test_named_code_paths_exist():
     problems = []
     for page in doc_files():
@@ -596,6 +627,15 @@ def test_env_checker_finds_an_undocumented_variable():
     assert env_doc_problems("| `XDG_CONFIG_HOME` | x |", read) == [
         "docs/environment.md: environment variable SIMCLUSTER_NEW (read in a.py) is not documented: add a row "
         "'| `SIMCLUSTER_NEW` | used for | default |'"]
+
+
+def test_reference_checker_finds_a_missing_page_and_anchor():
+    refs = doc_references("x.py", 'hint = "see docs/verify.md#timing"\n# docs/nope.md, docs/verify.md#nope')
+    assert refs == [("x.py:1", "verify.md", "timing"), ("x.py:2", "nope.md", ""), ("x.py:2", "verify.md", "nope")]
+    assert reference_problems(refs, lambda p: anchors(p.read_text())) == [
+        "x.py:2: names docs/nope.md, which does not exist",
+        "x.py:2: names docs/verify.md#nope, but docs/verify.md has no heading with that anchor (fix the anchor, "
+        "or the heading)"]
 
 
 @pytest.mark.parametrize("token, problem", [
