@@ -1,0 +1,42 @@
+"""Errors that point to docs/troubleshooting.md: the one line carries the section, and
+every section named anywhere in provisioner/ exists."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from provisioner.errors import PrerequisiteError, StartupError, UsageError
+
+REPO = Path(__file__).resolve().parents[2]
+DOC_REF = re.compile(r"docs/([a-z0-9_-]+\.md)#([a-z0-9_-]+)")
+
+
+def heading_slugs(text: str) -> set:
+    """GitHub's anchors for the page's headings (outside fenced code)."""
+    slugs, fenced = set(), False
+    for line in text.splitlines():
+        if line.startswith("```"):
+            fenced = not fenced
+        elif not fenced and line.startswith("#"):
+            title = line.lstrip("#").strip().lower()
+            slugs.add(re.sub(r"[^\w\- ]", "", title).replace(" ", "-"))
+    return slugs
+
+
+def test_every_section_an_error_names_exists():
+    refs = {(page, anchor) for path in (REPO / "provisioner").rglob("*.py")
+            for page, anchor in DOC_REF.findall(path.read_text())}
+    assert ("troubleshooting.md", "gpu-not-found") in refs
+    missing = [f"docs/{page}#{anchor}" for page, anchor in sorted(refs)
+               if anchor not in heading_slugs((REPO / "docs" / page).read_text())]
+    assert not missing, missing
+
+
+def test_the_one_line_ends_with_the_section():
+    err = UsageError("GPU 6 not found", "add --fake-gpus", doc="docs/troubleshooting.md#gpu-not-found")
+    assert err.one_line() == "GPU 6 not found (add --fake-gpus; see docs/troubleshooting.md#gpu-not-found)"
+    assert UsageError("bad", "fix it").one_line() == "bad (fix it)"
+    assert StartupError("slurmctld exited during startup").one_line() == \
+        "slurmctld exited during startup (see docs/troubleshooting.md#a-cluster-does-not-come-up)"
+    assert PrerequisiteError("x", "y").one_line() == "x (y; see docs/troubleshooting.md)"
