@@ -9,7 +9,8 @@ targets, links and named paths cannot drift.
   tables exists;
 - every option of every command (the click tree, groups and subcommands included) is in
   docs/commands.md under that command's heading, and every option listed in a command's
-  table exists; the pytest plugin's options are in docs/commands.md and docs/pytest.md;
+  table exists; the pytest plugin's options are in docs/commands.md and docs/pytest.md,
+  and the GitHub Action's inputs (action.yml) in docs/pytest.md;
 - every Make target with a `##` comment is in docs/make.md, and every `make TARGET` the
   docs name exists;
 - every environment variable of simcluster's own (SIMCLUSTER_*, XDG_*, SSH_*) the code
@@ -478,6 +479,16 @@ def test_pytest_plugin_options_are_documented():
         problems += [f"docs/{page}: pytest option {o} (provisioner/pytest_plugin.py _OPTIONS) is not documented: "
                      f"add a row to its options table" for o in plugin_options() if not mentions(text, o)]
     _fail_if(problems)
+
+
+def test_action_inputs_are_documented():
+    import yaml
+    action = yaml.safe_load((ROOT / "action.yml").read_text())
+    body = section((DOCS / "pytest.md").read_text(), lambda t: t.strip() == "GitHub Action") or ""
+    rows = {c.strip("`") for c in table_first_cells(body)}
+    _fail_if([f"docs/pytest.md: input '{name}' of action.yml is not documented: add a row "
+              f"'| `{name}` | default | meaning |' to the inputs table under '## GitHub Action'"
+              for name in action["inputs"] if name not in rows])
 
 
 def test_make_targets_are_documented():
