@@ -16,6 +16,7 @@ targets, links and named paths cannot drift.
 - every environment variable of simcluster's own (SIMCLUSTER_*, XDG_*, SSH_*) the code
   reads is in docs/environment.md;
 - every docs/PAGE.md#anchor that code, help texts, error hints and scripts name exists;
+- no project shorthand ("the seeds", "pitfall N", "issue NN") in the docs or --help texts;
 - every code path the docs name (`provisioner/...`, `configs/...`, `tests/...`, ...) exists,
   and a named symbol (`file.py:name`, `provisioner.module.name`) is defined there.
 
@@ -534,6 +535,27 @@ def test_docs_named_in_code_and_messages_exist():
     _fail_if(reference_problems(refs, lambda p: anchors(p.read_text())))
 
 
+# Shorthand of the project's own notes that users never saw: say what is meant instead.
+JARGON = re.compile(r"\bpitfall \d|\bthe seeds?\b|\bseeds'|\bseed (?:scripts?|documents?)\b|\bissue #?\d+", re.I)
+
+
+def jargon_problems(where: str, text: str) -> List[str]:
+    return [f"{where}:{n}: '{m.group(0)}' means nothing to a user: say what is meant (the book chapter's example "
+            f"scripts, or the bug itself)" for n, line in enumerate(text.splitlines(), 1)
+            for m in JARGON.finditer(line)]
+
+
+def test_no_project_shorthand_in_docs_and_help():
+    problems = []
+    for page in doc_files():
+        problems += jargon_problems(rel(page), page.read_text())
+    from provisioner.cli.main import cli
+    for path, cmd in command_tree(cli):
+        texts = [cmd.help or ""] + [getattr(p, "help", None) or "" for p in cmd.params]
+        problems += jargon_problems(f"`{path} --help`", "\n".join(texts))
+    _fail_if(problems)
+
+
 def test_named_code_paths_exist():
     problems = []
     for page in doc_files():
@@ -647,6 +669,17 @@ def test_reference_checker_finds_a_missing_page_and_anchor():
         "x.py:2: names docs/nope.md, which does not exist",
         "x.py:2: names docs/verify.md#nope, but docs/verify.md has no heading with that anchor (fix the anchor, "
         "or the heading)"]
+
+
+def test_jargon_checker():
+    assert jargon_problems("p.md", "ok\nas in the seeds' script (pitfall 1, issue 10)") == [
+        "p.md:2: 'the seeds' means nothing to a user: say what is meant (the book chapter's example scripts, or the "
+        "bug itself)",
+        "p.md:2: 'pitfall 1' means nothing to a user: say what is meant (the book chapter's example scripts, or "
+        "the bug itself)",
+        "p.md:2: 'issue 10' means nothing to a user: say what is meant (the book chapter's example scripts, or "
+        "the bug itself)"]
+    assert jargon_problems("p.md", "--seed 11, configs/examples/seed-node6-node7.yaml, manual_seed") == []
 
 
 @pytest.mark.parametrize("token, problem", [
