@@ -173,6 +173,12 @@ def section(text: str, match) -> Optional[str]:
     return None
 
 
+def own_text(body: str) -> str:
+    """A section without its subsections: up to its second heading."""
+    hs = headings(body)
+    return "\n".join(body.splitlines()[:hs[1][2] - 1]) if len(hs) > 1 else body
+
+
 def first_code_span(title: str) -> Optional[str]:
     spans = code_spans(title)
     return spans[0] if spans else None
@@ -230,8 +236,7 @@ def command_doc_problems(doc: str, commands: Sequence[Tuple[str, Sequence[str]]]
             if not mentions(body, opt):
                 problems.append(f"{doc_name}: option {opt} of `{path}` is not documented: add it to the options "
                                 f"table under the heading '`{path}`'")
-        own = section(body, lambda t: True) or body  # up to its first subsection
-        own = own.split("\n#", 1)[0] if "\n#" in own else own
+        own = own_text(body)
         for cell in table_first_cells(own):
             for flag in re.findall(r"(?<![\w-])(--[a-z][\w-]*|-[A-Za-z])(?![\w-])", cell):
                 if flag not in opts and flag not in ("-h", "--help"):
