@@ -43,6 +43,8 @@ class Entry:
     spawns: bool                 # starts its own worker processes (mp.spawn)
     nprocs: Optional[int]        # a literal nprocs=N of that spawn; None: one per GPU or not known
     distributed: bool            # uses torch.distributed / a framework at all
+    nprocs_line: int = 0         # where that nprocs=N is in the entry file (0: not in it)
+    nprocs_text: str = ""        # that line
 
 
 def _read(path: str) -> str:
@@ -80,9 +82,13 @@ def read_entry(path: str) -> Entry:
             maps = what
             break
     spawn = _SPAWN.search(joined)
-    nprocs = None
+    nprocs, line, line_text = None, 0, ""
     if spawn:
-        m = _NPROCS.search(joined[spawn.start():spawn.start() + 400])
+        m = _NPROCS.search(joined, spawn.start(), spawn.start() + 400)
         nprocs = int(m.group(1)) if m else None
+        if m and m.start() < len(texts[0]):
+            line = texts[0].count("\n", 0, m.start()) + 1
+            line_text = texts[0].splitlines()[line - 1]
     distributed = bool(maps or spawn or re.search(r"torch\.distributed|init_process_group|dist\.", joined))
-    return Entry(path=path, maps=maps, spawns=bool(spawn), nprocs=nprocs, distributed=distributed)
+    return Entry(path=path, maps=maps, spawns=bool(spawn), nprocs=nprocs, distributed=distributed,
+                 nprocs_line=line, nprocs_text=line_text)

@@ -144,8 +144,25 @@ class Script:
     def dir(self) -> str:
         return os.path.dirname(os.path.abspath(self.path))
 
+    def entry_display(self, abspath: str) -> str:
+        """How findings name a file found beside the script (an entry point, a helper)."""
+        rel = os.path.relpath(abspath, self.dir)
+        if rel.startswith(".."):
+            return abspath
+        return os.path.join(os.path.dirname(self.path), rel)
+
     def line_text(self, line: int, file: str = "") -> str:
-        text = self.files.get(file, self.text) if file and file != self.path else self.text
+        if file and file != self.path:
+            text = self.files.get(file)
+            if text is None:
+                try:
+                    with open(file, encoding="utf-8", errors="replace") as fh:
+                        text = fh.read()
+                except OSError:
+                    text = ""
+                self.files[file] = text
+        else:
+            text = self.text
         lines = text.splitlines()
         return lines[line - 1] if 0 < line <= len(lines) else ""
 

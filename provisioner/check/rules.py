@@ -69,6 +69,9 @@ class Context:
                 edits: Sequence[Edit] = ()) -> Finding:
         if self.assumed_nodes and self.shape.multi_node:
             message = f"when submitted with -N {self.n} or more: {message}"
+        if file and file != self.script.path and file in self.script.helper_calls:
+            message += f" ({os.path.basename(file)} is run at line {self.script.helper_calls[file]} of " \
+                       f"{os.path.basename(self.script.path)})"
         return Finding(file or self.script.path, line, severity, rule, message, fix, edits=list(edits))
 
     @property
@@ -197,6 +200,8 @@ def fix_text(edits: Sequence[Edit], line: int, file: str) -> str:
     with a comment where it goes."""
     shown = [e.text.strip() for e in edits if e.text.strip()]
     body = shown[0] if shown else "# delete this line"
+    if body.endswith("\\"):
+        return body  # a continued line: a comment after it would end the command
     return body + _where(edits, line, file)
 
 
@@ -318,19 +323,21 @@ def _rank_var_edits(ctx: Context, cmd: Command, part: Part, var: str, chain: Lis
         text = f'{srun_prefix(cmd.srun)} bash -c "{prog_text(cmd, [(part.text, escaped)])}"'
         return [Edit(file, cmd.srun.line, cmd.srun.end_line, _indent(ctx.script.line_text(cmd.srun.line, file))
                      + text)]
-    # `srun $CMD` with CMD="... $NODE_RANK ...": the task's shell must expand it
+    # `srun $CMD` / `srun torchrun $ARGS` with ARGS="... $NODE_RANK ...": write the per-task variable
+    # escaped into ARGS and let each task's shell expand the command
     holder = chain[0]
     hfile = ctx.file_of(holder)
-    hline = ctx.script.line_text(holder.line, hfile)
-    inner_ref = next((p.text for p in holder.value.refs(BATCH)), None) if holder.value else None
-    if inner_ref is None or inner_ref not in hline or holder.line == part.line:
+    target = chain[1].name if len(chain) > 1 else var
+    inner = next((p for p in holder.value.refs(BATCH) if target in p.names), None) if holder.value else None
+    if inner is None:
         return []
-    new_holder = hline.replace(inner_ref, escaped, 1)
-    srun_line = ctx.script.line_text(cmd.srun.line, file)
-    if cmd.srun.line != cmd.srun.end_line or part.text not in srun_line:
+    hline = ctx.script.line_text(inner.line, hfile)
+    if inner.text not in hline or (hfile, inner.line) == (file, cmd.srun.line):
         return []
-    new_srun = srun_line.replace(part.text, f'bash -c "{part.text}"', 1)
-    return [Edit(hfile, holder.line, holder.line, new_holder), Edit(file, cmd.srun.line, cmd.srun.line, new_srun)]
+    new_holder = hline.replace(inner.text, escaped, 1)
+    first = ctx.script.line_text(cmd.srun.line, file)
+    new_srun = _indent(first) + f'{srun_prefix(cmd.srun)} bash -c "{prog_text(cmd)}"'
+    return [Edit(hfile, inner.line, inner.line, new_holder), Edit(file, cmd.srun.line, cmd.srun.end_line, new_srun)]
 
 
 def rule_rank_env_before_srun(ctx: Context) -> Iterator[Finding]:
@@ -373,10 +380,17 @@ def rule_rank_env_before_srun(ctx: Context) -> Iterator[Finding]:
 
 
 def _expanded_in_steps(ctx: Context, name: str, sruns: Sequence[Command]) -> bool:
+    """Whether ``name`` reaches a step's words through the batch shell (directly, or inside a
+    variable built from it: `srun torchrun $DISTRIBUTED_ARGS`)."""
     for c in ctx.script.commands:
         if c.shell == TASK and c.srun in sruns:
-            if any(name in p.names for w in c.argv for p in w.refs(BATCH)):
-                return True
+            for w in c.argv:
+                for p in w.refs(BATCH):
+                    if name in p.names:
+                        return True
+                    found = tainted(ctx, p, c.seq)
+                    if found and any(a.name == name for a in found[1]):
+                        return True
     return False
 
 
@@ -572,11 +586,15 @@ def rule_cuda_visible_devices(ctx: Context) -> Iterator[Finding]:
         names = {n for p in a.value.refs() for n in p.names}
         if names & {"SLURM_LOCALID", "SLURM_PROCID", "LOCAL_RANK", "SLURM_NODEID", "RANK"}:
             edits = _delete_assignment(ctx, a)
+            if ctx.shape.gpus_per_task:
+                why = ("with --gpus-per-task each task sees only its own GPU, as device 0: ids 1 and up name GPUs "
+                       "the task does not have (CUDA: invalid device ordinal)")
+            else:
+                why = (f"on {ctx.nodes_text()} a task's local id is not its GPU (with device cgroups id 1 does not "
+                       "exist, without them tasks land on GPUs of other jobs)")
             yield ctx.finding(
                 a.line, WARNING, "cuda-visible-devices-override",
-                f"CUDA_VISIBLE_DEVICES={a.value.flat()} replaces the GPUs Slurm gave each task: on "
-                f"{ctx.nodes_text()} a task's local id is not its GPU (with device cgroups id 1 does not exist, "
-                "without them tasks land on GPUs of other jobs)",
+                f"CUDA_VISIBLE_DEVICES={a.value.flat()} replaces the GPUs Slurm gave each task: {why}",
                 "# delete this line: Slurm sets CUDA_VISIBLE_DEVICES for every task (ask --gpus-per-task=1 "
                 "for one GPU per task)" if edits else "", file=ctx.file_of(a), edits=edits)
 
@@ -746,7 +764,8 @@ def rule_double_launch(ctx: Context) -> Iterator[Finding]:
         nproc = launch.opt("nproc_per_node", "num_gpus", "num_processes")
         spawns = f"spawns {nproc} workers itself" if nproc and nproc.isdigit() else "spawns its own workers"
         opt = ctx.script.opt("ntasks-per-node")
-        where = f" (#SBATCH line {opt.line})" if opt and "ntasks-per-node" not in srun_options(cmd.srun.argv)[0] \
+        of = f" of {os.path.basename(ctx.script.path)}" if file != ctx.script.path else ""
+        where = f" (#SBATCH line {opt.line}{of})" if opt and "ntasks-per-node" not in srun_options(cmd.srun.argv)[0] \
             else ""
         edits = _tasks_per_node_edit(ctx, cmd.srun, 1)
         yield ctx.finding(
@@ -755,7 +774,7 @@ def rule_double_launch(ctx: Context) -> Iterator[Finding]:
             f"{t} launchers per node claim the same node rank and ranks collide",
             (fix_text(edits, cmd.line, file) + ("" if "#" in fix_text(edits, cmd.line, file) else
                                                "   # one launcher per node; it starts one process per GPU"))
-            if edits else "", file=edits[0].file if edits else file, edits=edits)
+            if edits else "", file=file, edits=edits)
 
 
 def rule_gpus_per_node(ctx: Context) -> Iterator[Finding]:
@@ -767,6 +786,7 @@ def rule_gpus_per_node(ctx: Context) -> Iterator[Finding]:
         t = step_tasks_per_node(ctx, cmd.srun) if cmd.srun is not None else 1
         file = ctx.file_of(cmd)
         edits: List[Edit] = []
+        how = ""
         if launch.spawns:
             if t > 1 or launch.kind == "deepspeed" and cmd.srun is not None and not _deepspeed_per_node(launch):
                 continue  # double-launch says it
@@ -787,9 +807,17 @@ def rule_gpus_per_node(ctx: Context) -> Iterator[Finding]:
                 if entry.nprocs is None:
                     continue  # one process per GPU, started by the program itself
                 procs = t * entry.nprocs
+                if entry.nprocs_line and g % t == 0:
+                    shown = ctx.script.entry_display(entry.path)
+                    old_line = entry.nprocs_text
+                    new_line = re.sub(r"(nprocs\s*=\s*)\d+", lambda m: m.group(1) + str(g // t), old_line, count=1)
+                    edits = [Edit(shown, entry.nprocs_line, entry.nprocs_line, new_line)]
             else:
                 procs = t
             line = cmd.line
+            if entry is not None and entry.spawns:
+                how = (f"{t} task{'s' if t != 1 else ''} per node, each spawning nprocs={entry.nprocs} in "
+                       f"{os.path.basename(entry.path)}: ")
             if entry is None or not entry.spawns:
                 edits = _tasks_per_node_edit(ctx, cmd.srun, g)
         else:
@@ -800,7 +828,7 @@ def rule_gpus_per_node(ctx: Context) -> Iterator[Finding]:
         if procs > g:
             yield ctx.finding(
                 line, ERROR, "gpus-per-node-mismatch",
-                f"{procs} processes per node but {g} GPU{'s' if g != 1 else ''} per node: on {ctx.nodes_text()} "
+                f"{how}{procs} processes per node but {g} GPU{'s' if g != 1 else ''} per node: on {ctx.nodes_text()} "
                 "ranks share a GPU (NCCL fails with 'Duplicate GPU detected')", fix, file=file, edits=edits)
         else:
             yield ctx.finding(
@@ -823,8 +851,11 @@ def rule_kill_on_bad_exit(ctx: Context) -> Iterator[Finding]:
         value = opts.get("kill-on-bad-exit", opts.get("K", (None, None)))[0]
         if value is not None and value != "0":
             continue
-        if not any(c.srun is cmd and classify(c.words()) is not None for c in ctx.script.commands):
+        steps = [launch for c in ctx.script.commands if c.srun is cmd for launch in [classify(c.words())] if launch]
+        if not steps:
             continue
+        if any(launch.kind == "deepspeed" and not _deepspeed_per_node(launch) for launch in steps):
+            continue  # double-launch: the runner should not run under srun at all
         file = ctx.file_of(cmd)
         first = ctx.script.line_text(cmd.line, file)
         new = re.sub(r"\bsrun\b", "srun --kill-on-bad-exit=1", first, count=1)
@@ -856,6 +887,7 @@ def rule_launcher_without_srun(ctx: Context) -> Iterator[Finding]:
     if not ctx.shape.multi_node:
         return
     any_srun = any(c.name == "srun" for c in ctx.script.commands)
+    plain = [c for c, launch in launches(ctx) if c.shell == BATCH and launch.kind == "python"]
     for cmd, launch in launches(ctx):
         if cmd.shell != BATCH:
             continue
@@ -876,16 +908,26 @@ def rule_launcher_without_srun(ctx: Context) -> Iterator[Finding]:
                 f"{more} more node{'s' if more != 1 else ''}, which never start{'s' if more == 1 else ''} an "
                 "agent (a hang until the rendezvous timeout)", new.strip() if edits else "", file=file,
                 edits=edits)
-        elif launch.kind == "python" and not any_srun:
+        elif launch.kind == "python" and not any_srun and cmd is plain[-1]:
+            # the last python run is the job's work; earlier ones (data preparation) may well run once
             entry = ctx.entry(cmd)
             if entry is not None and entry.maps == "submitit":
                 continue  # submitit submits its own jobs
-            new = re.sub(r"^(\s*)", r"\1srun ", lines[0], count=1)
-            edits = [Edit(file, cmd.line, cmd.line, new)] if not cmd.in_bash_c else []
+            if entry is not None and (entry.maps or entry.spawns):
+                run = one_line("\n".join(lines))
+            else:
+                run = (f'bash -c "RANK=\\$SLURM_PROCID LOCAL_RANK=\\$SLURM_LOCALID WORLD_SIZE=\\$SLURM_NTASKS '
+                       f'exec {prog_text(cmd)}"')
+            g = ctx.shape.gpus_per_node
+            per_node = f"--ntasks-per-node={g} " if g and not ctx.shape.gpus_per_task \
+                and ctx.shape.tasks_per_node != g and not (entry is not None and entry.spawns) else ""
+            new = _indent(lines[0]) + f"srun {per_node}--kill-on-bad-exit=1 " + run
+            simple = not any(re.search(r"\|\||&&|;|\||&\s*$", x.split("#")[0]) for x in lines)
+            edits = [Edit(file, cmd.line, cmd.end_line, new)] if simple and not cmd.in_bash_c else []
+            idle = "the other node sits idle" if ctx.n == 2 else f"the other {ctx.n - 1} nodes sit idle"
             yield ctx.finding(
                 cmd.line, WARNING, "single-node-launch",
-                f"runs once, on the first node: the other {ctx.n - 1} of {ctx.nodes_text()} sit idle",
-                new.strip() if edits else "", file=file, edits=edits)
+                f"runs once, on the first node: {idle}", new.strip() if edits else "", file=file, edits=edits)
 
 
 def rule_unset_launcher_variable(ctx: Context) -> Iterator[Finding]:
