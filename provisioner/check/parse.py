@@ -454,6 +454,9 @@ class _Walker:
         path = self.helper_of(cmd)
         if path is None or self.depth >= MAX_HELPER_DEPTH or os.path.abspath(path) == os.path.abspath(self.path):
             return
+        roots = [r for r in (self.script_dir, self.cwd) if r]
+        if not any(os.path.abspath(path).startswith(os.path.join(os.path.abspath(r), "")) for r in roots):
+            return  # the project's own helpers only: not conda.sh, a venv's activate, /etc/profile
         try:
             data = open(path, "rb").read(MAX_HELPER_BYTES)
         except OSError:
