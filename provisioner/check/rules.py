@@ -249,6 +249,19 @@ _CONSEQUENCE = {
 }
 
 
+def _is_bash_c(cmd: Command) -> bool:
+    """`bash -c STRING` (or sh, with any flags that include c)."""
+    if cmd.name.rsplit("/", 1)[-1] not in ("bash", "sh", "zsh", "dash"):
+        return False
+    for w in cmd.argv[1:]:
+        flag = w.literal() or ""
+        if not flag.startswith("-"):
+            return False
+        if "c" in flag[1:]:
+            return True
+    return False
+
+
 def _expanded_value(var: str) -> str:
     return "the first node's name" if var == "SLURMD_NODENAME" else "0"
 
@@ -264,6 +277,8 @@ def rule_rank_var_in_batch_shell(ctx: Context) -> Iterator[Finding]:
         tasks = nodes * per_node
         if tasks <= 1:
             continue
+        if _is_bash_c(cmd):
+            continue  # the commands of its string are checked themselves, with their own lines
         launch = classify(cmd.words())
         ignored = _opt_word_indexes(launch, "node_rank") if _is_c10d(launch) else ()
         for i, word in enumerate(cmd.argv):
