@@ -1,8 +1,11 @@
 """The static rules of `simcluster check`: one function per rule, each yielding Findings.
 
-A rule sees the parsed script (parse.Script), the job shape from its header
-(shape.Shape) and the launches (launch.classify). RULES lists them with their id and
-level; docs/check.md explains each one.
+A rule sees the parsed script (parse.Script: its commands and those of the helper scripts
+it runs, each with its file), the job shape (shape.Shape: the header's, `check --nodes`, or
+-N 2 for a clearly multi-node script without --nodes), the launches (launch.classify) and
+the Python entry points beside the script (entry.read_entry). Each finding carries its fix
+as line edits (Edit) and shows their text as the fix line. RULES lists the rules with their
+id and level; docs/check.md explains each one.
 """
 
 from __future__ import annotations
@@ -203,10 +206,6 @@ def fix_text(edits: Sequence[Edit], line: int, file: str) -> str:
     if body.endswith("\\"):
         return body  # a continued line: a comment after it would end the command
     return body + _where(edits, line, file)
-
-
-def _var_pattern(name: str) -> str:
-    return r"\$(\{" + re.escape(name) + r"\}|" + re.escape(name) + r"\b)"
 
 
 def _is_c10d(launch: Optional[Launch]) -> bool:
