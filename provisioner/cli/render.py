@@ -21,6 +21,7 @@ def command(out_dir, name, **options):
     Ports not fixed in the spec get Slurm's defaults (6817, then 6818+ for nodes); paths
     are those `up` would use.
     """
+    # lazy: the renderer (jinja2) and the cluster model load when the command runs, not for --help
     from provisioner.cluster.nodepaths import NodePaths
     from provisioner.paths import ClusterLayout
     from provisioner.render import DEFAULT_CONTROLLER_PORT, RenderInputs, default_ports, render_all, write_files

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import click
 
 from provisioner.cli.common import echo_json, name_option
@@ -25,7 +27,7 @@ def command(ctx, name, as_json, **where):
     With --ssh USER@HOST, the cluster is one made by 'simcluster deploy', read on its controller.
     Exits 0 when every daemon runs and every node is ready, 1 otherwise.
     """
-    from provisioner.cluster.status import cluster_status
+    from provisioner.cluster.status import cluster_status  # lazy: the cluster model loads when the command runs, not for --help
     with cluster_from_options(name, **where) as cluster:
         st = cluster_status(cluster).to_dict()
     if as_json:
@@ -56,10 +58,9 @@ def command(ctx, name, as_json, **where):
                        f"{gpus:<10} {n['port'] or '-':>5}  {alive(n['slurmd_alive']):<6}  "
                        f"{n['reason']}{' [' + n['problem'] + ']' if n.get('problem') else ''}")
         for f in st.get("faults") or []:
-            import time as _time
             click.echo(f"  fault: {f['what']}{' ' + f['node'] if f.get('node') else ''}"
                        f"{' (' + f['reason'] + ')' if f.get('reason') else ''} since "
-                       f"{_time.strftime('%H:%M:%S', _time.localtime(f['since']))}")
+                       f"{time.strftime('%H:%M:%S', time.localtime(f['since']))}")
         for h in st.get("hints") or []:
             click.echo(f"  hint: {h}")
     ctx.exit(0 if st["healthy"] else 1)

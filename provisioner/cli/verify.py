@@ -8,6 +8,7 @@ import click
 
 from provisioner.cli.common import name_option
 from provisioner.cli.options import cluster_from_options, ssh_options
+from provisioner.errors import UsageError
 
 
 def verify_options(f):
@@ -25,8 +26,7 @@ def verify_options(f):
 
 def check_verify_options(suite: str, timeout) -> list:
     """The suites --suite names; bad --suite or --timeout is exit 2, before anything connects."""
-    from provisioner.errors import UsageError
-    from provisioner.verify import parse_suites
+    from provisioner.verify import parse_suites  # lazy: the checks load when the command runs, not for --help
     suites = parse_suites(suite)
     if timeout is not None and timeout <= 0:
         raise UsageError("--timeout must be a positive number of seconds")
@@ -36,6 +36,7 @@ def check_verify_options(suite: str, timeout) -> list:
 def run_and_report(name: str, suite: str, as_json: bool, junit, timeout, target=None) -> "object":
     """Run verify on ``target`` (default: cluster ``name`` of this machine); print lines,
     table, JSON; write JUnit. Returns the VerifyRun."""
+    # lazy: the checks, the report and the cluster model load when the command runs, not for --help
     from provisioner.verify import run_verify
     from provisioner.verify.report import LiveReporter, format_notes, suite_seconds, summary_table, to_json, write_junit
     from provisioner.verify.targets import target_for
@@ -101,7 +102,7 @@ def command(name, suite, as_json, junit, timeout, **where):
     Slurm commands on its controller over SSH, job files copied to every host
     (no shared filesystem needed), training in the venv 'deploy --training' makes.
     """
-    from provisioner.verify.targets import target_of
+    from provisioner.verify.targets import target_of  # lazy: as above
     check_verify_options(suite, timeout)
     with cluster_from_options(name, **where) as cluster:
         run = run_and_report(name, suite, as_json, junit, timeout, target=target_of(cluster))

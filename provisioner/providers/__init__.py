@@ -56,7 +56,7 @@ def registered_providers(available_only: bool = False) -> List["Provider"]:
 
 
 def __getattr__(name: str):
-    # `from provisioner.providers import Provider` keeps working without importing the
+    # lazy: `from provisioner.providers import Provider` keeps working without importing the
     # base (and with it the cluster model) when only the names above are needed.
     if name == "Provider":
         from provisioner.providers.base import Provider

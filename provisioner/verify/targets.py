@@ -12,10 +12,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
+from provisioner.cluster.capabilities import NodeProcesses
 from provisioner.cluster.runner import Runner
 from provisioner.cluster.slurm import SlurmClient
 from provisioner.config.types import ClusterSpec
 from provisioner.cluster.jobfiles import JobFiles
+from provisioner.clusters import Injector, load
 
 # Importable by the jobs' python, else the training suite is SKIP (probe run once per module).
 _PROBE = ("import importlib.util, json, sys\n"
@@ -80,7 +82,6 @@ def _parse_probe(stdout: str, modules: List[str]) -> Dict[str, bool]:
 
 def target_for(name: str) -> VerifyTarget:
     """The verify target for cluster ``name`` of this machine, whichever backend made it."""
-    from provisioner.clusters import load
     return target_of(load(name))
 
 
@@ -88,8 +89,6 @@ def target_of(cluster) -> VerifyTarget:
     """The verify target of ``cluster`` (a provisioner.cluster.handle.Cluster), whichever
     provider made it: job files, python and GPU numbering from its placement and provider;
     faults where the provider can list a node's processes (else those checks SKIP)."""
-    from provisioner.cluster.capabilities import NodeProcesses
-    from provisioner.clusters import Injector
     pl, provider = cluster.placement, cluster.provider
     nodes = cluster.node_names
     return VerifyTarget(

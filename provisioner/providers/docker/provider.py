@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -311,8 +312,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
         roots = {c.labels.get(LABEL_STATE) for c in engine.containers_of(name)}
         self._remove(name)
         for root in filter(None, roots):  # the old layout's configs and shared directory
-            import shutil
-            shutil.rmtree(root, ignore_errors=True)
+                shutil.rmtree(root, ignore_errors=True)
 
     # -- bug reports ----------------------------------------------------------------------------
     def extra_logs(self, state: ClusterState, out_dir: Path) -> List[Path]:

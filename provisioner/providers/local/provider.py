@@ -16,12 +16,15 @@ import sys
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from provisioner.cluster import accounting
 from provisioner.cluster.placement import CONTROLLER, NodePaths, Placement
 from provisioner.cluster.runner import HostRunner
 from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES
 from provisioner.cluster.state import ClusterState, all_states, port_lock, reserved_ports
 from provisioner.config.types import ClusterSpec
+from provisioner.config.versions import host_slurm_version, release_of
 from provisioner.errors import UsageError
+from provisioner.paths import ClusterLayout
 from provisioner.providers.base import NodeProcesses, Progress, Provider, Stoppable
 from provisioner.providers.local import preflight
 from provisioner.providers.local.ports import allocate_ports
@@ -63,10 +66,7 @@ class LocalProvider(Provider, Stoppable, NodeProcesses):
         self._resolver: Optional[Tuple[str, Optional[str]]] = None  # found by sanity_checks
 
     def sanity_checks(self, spec: ClusterSpec) -> None:
-        from provisioner.cluster import accounting
-        from provisioner.paths import ClusterLayout
         if spec.slurm:
-            from provisioner.config.versions import host_slurm_version, release_of
             have = host_slurm_version()
             if release_of(have or "") != spec.slurm:
                 raise UsageError(f"the local backend runs this host's Slurm ({have or 'none installed'}), "

@@ -12,13 +12,11 @@ gives and run the same code as for local and docker clusters.
 from __future__ import annotations
 
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Iterator, Optional
+from typing import Iterator, Optional
 
+from provisioner.cluster.handle import Cluster
 from provisioner.providers.ssh.provider import SSHProvider
 from provisioner.providers.ssh.session import SSHSession, parse_target
-
-if TYPE_CHECKING:
-    from provisioner.cluster.handle import Cluster
 
 
 def connect(ssh: str, key_file: Optional[str] = None, known_hosts: Optional[str] = None,
@@ -30,7 +28,7 @@ def connect(ssh: str, key_file: Optional[str] = None, known_hosts: Optional[str]
 
 @contextmanager
 def open_cluster(ssh: str, key_file: Optional[str] = None, known_hosts: Optional[str] = None,
-                 insecure_host_key: bool = False) -> Iterator["Cluster"]:
+                 insecure_host_key: bool = False) -> Iterator[Cluster]:
     """The deployed cluster whose controller is ``ssh`` (USER@HOST[:PORT]), as a Cluster;
     the connection closes when the block ends."""
     from provisioner.cluster.handle import Cluster

@@ -18,6 +18,7 @@ from typing import List, Optional, TYPE_CHECKING
 
 from provisioner.cluster.runner import DEFAULT_TIMEOUT, Result, Runner, ShellProcesses
 from provisioner.errors import UsageError
+from provisioner.providers.ssh.cluster import srun_on_nodes
 from provisioner.providers.ssh.session import SSHSession
 
 if TYPE_CHECKING:
@@ -88,7 +89,6 @@ class ComputeNodeRunner(ShellProcesses, Runner):
         self.where = where or node
 
     def run(self, argv, env=None, stdin=None, timeout=DEFAULT_TIMEOUT, cwd=None) -> Result:
-        from provisioner.providers.ssh.cluster import srun_on_nodes
         argv = [str(a) for a in argv]
         if env or cwd:
             argv = ["sh", "-c", remote_command(argv, env, cwd)]

@@ -73,7 +73,7 @@ def parse_target(text: str) -> Target:
 
 def _paramiko():
     try:
-        import paramiko
+        import paramiko  # lazy: the deploy extra's paramiko loads only when an SSH connection is made
     except ImportError:
         raise PrerequisiteError("SSH support needs paramiko",
                                 "pip install 'simcluster[deploy]'") from None
