@@ -18,10 +18,11 @@ import shutil
 import signal
 import socket
 import subprocess
-import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, Iterable, List, Mapping, Optional, Sequence
+from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
+
+from provisioner.cluster.poll import WaitTimeout, poll_until
 
 DEFAULT_TIMEOUT = 30.0
 TIMED_OUT = 124
@@ -160,20 +161,20 @@ def descendant_pid(started: int, program: str, timeout: float = 10.0) -> int:
     namespace: `unshare` with pid ``started``, then tini, then ``program``): the first
     descendant that runs ``program``. ``started`` itself when the chain died or took longer
     than ``timeout``: the caller's liveness checks then see the failure and its log."""
-    deadline = time.monotonic() + timeout
-    delay = 0.001
-    while True:
+    def found() -> Tuple[bool, int]:
         frontier, seen = [started], 0
         while frontier and seen < 16:
             pid = frontier.pop(0)
             if pid != started and _argv0(pid) == program:
-                return pid
+                return True, pid
             frontier.extend(_children(pid))
             seen += 1
-        if time.monotonic() > deadline or not os.path.exists(f"/proc/{started}"):
-            return started
-        time.sleep(delay)
-        delay = min(delay * 2, 0.02)
+        return not os.path.exists(f"/proc/{started}"), started
+
+    try:
+        return poll_until(found, timeout, first_delay=0.001, max_delay=0.02, factor=2)
+    except WaitTimeout:
+        return started
 
 # For runners that ask over a shell (containers, SSH): "<pid> <1|0>" per pid; 1 = runs, is
 # no zombie, and (with a marker as $1, "" for none) has the marker in its environment.

@@ -7,7 +7,8 @@ the log tails that explain it. No fixed sleeps: a fast cluster is seen ready wit
 milliseconds of being ready.
 
 Every poll in simcluster that waits for something to happen goes through here
-(``poll_until`` or a ``WaitStrategy``), so each has a timeout and says on timeout what it
+(``poll_until``, in cluster/poll.py so that the runners below can use it too, or a
+``WaitStrategy``), so each has a timeout and says on timeout what it
 last saw. ``nodes_ready`` is the one "every node answers / is idle" wait; ``daemons_guard``
 is the "it died" guard the daemon waits share.
 """
@@ -19,35 +20,11 @@ from dataclasses import dataclass
 from typing import Callable, Dict, Generic, List, Optional, Tuple, TypeVar
 
 from provisioner.cluster.handle import Cluster, log_name
+from provisioner.cluster.poll import WaitTimeout, poll_until
 from provisioner.cluster.slurm import NodeState, format_node_table
 from provisioner.errors import StartupError
 
 T = TypeVar("T")
-
-
-class WaitTimeout(Exception):
-    def __init__(self, waited: float, last_seen: object):
-        super().__init__(f"timed out after {waited:.1f}s")
-        self.waited = waited
-        self.last_seen = last_seen
-
-
-def poll_until(check: Callable[[], Tuple[bool, T]], timeout: float, first_delay: float = 0.005,
-               max_delay: float = 0.1, factor: float = 1.5) -> T:
-    """Call ``check`` until it returns (True, value); raise WaitTimeout with the last value.
-    The pause between calls starts at ``first_delay`` and grows ``factor`` times up to
-    ``max_delay``; the first call is at once, the last one at ``timeout``."""
-    start = time.monotonic()
-    delay = first_delay
-    while True:
-        done, last = check()
-        if done:
-            return last
-        elapsed = time.monotonic() - start
-        if elapsed >= timeout:
-            raise WaitTimeout(elapsed, last)
-        time.sleep(min(delay, max(0.0, timeout - elapsed)))
-        delay = min(delay * factor, max_delay)
 
 
 @dataclass
