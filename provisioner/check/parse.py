@@ -101,6 +101,7 @@ class Command:
     assigns: List[Assignment] = field(default_factory=list)
     srun: Optional["Command"] = None  # for a per-task command: the srun that starts it
     in_bash_c: bool = False           # came from a `bash -c STRING`
+    expanded: bool = False            # `srun $CMD`: the command $CMD holds, rebuilt from its assignments
     prog_index: int = 0               # srun: index in argv of the program it runs
     file: str = ""                    # the file it is written in (a helper script's path, else the script's)
     seq: int = 0                      # execution order across the script and the helpers it runs
@@ -252,6 +253,10 @@ _SRUN_LONG_WITH_ARG = {
     "container-mounts", "container-workdir", "container-name", "network", "propagate", "slurmd-debug",
     "open-mode", "task-prolog", "task-epilog", "tres-per-task", "exact", "overlap", "cores-per-socket",
     "sockets-per-node", "threads-per-core", "hint", "begin", "deadline", "comment", "prolog", "epilog",
+    "jobid", "mem-bind", "cpu-freq", "ntasks-per-core", "ntasks-per-socket", "switches", "wckey", "acctg-freq",
+    "core-spec", "gres-flags", "mcs-label", "mail-type", "mail-user", "power", "priority", "profile",
+    "thread-spec", "tmp", "uid", "gid", "time-min", "export-file", "cluster-constraint", "resv-ports",
+    "tres-bind", "tres-per-node", "segment", "het-job",
 }
 # those among them whose value is optional (--kill-on-bad-exit alone means 1)
 _SRUN_LONG_OPTIONAL = {"kill-on-bad-exit", "export", "exact", "overlap", "propagate"}
@@ -334,6 +339,7 @@ class _Walker:
         self.values: Dict[str, str] = {"SLURM_SUBMIT_DIR": self.script_dir}
         self.seq = 0
         self.depth = 0
+        self.expanding = False
         self.files: Dict[str, str] = {}
         self.helper_calls: Dict[str, int] = {}
 
@@ -638,7 +644,8 @@ class _Walker:
         end_line = src.end_line(node)
         source = "\n".join(self.file_lines[first_line - 1:end_line])
         cmd = Command(argv, first_line, end_line, shell, source, background=_is_background(node),
-                      srun=srun, in_bash_c=in_bash_c, file=self.file, seq=self.next_seq(), cwd=self.cwd)
+                      srun=srun, in_bash_c=in_bash_c, file=self.file, seq=self.next_seq(), cwd=self.cwd,
+                      expanded=self.expanding)
         cmd.assigns = [self.assignment(p, src, shell, exported=True, prefix_of=cmd) for p in prefix_nodes]
         # wrappers that run their argument as the command: exec srun ..., time srun ...
         while cmd.argv and cmd.name in _WRAPPERS and len(cmd.argv) > 1:
@@ -661,6 +668,8 @@ class _Walker:
             self.track_cd(cmd)
         self.maybe_bash_c(cmd, argv_nodes[-len(cmd.argv):], src, shell, srun)
         self.follow(cmd, shell, srun)
+        if shell == TASK and srun is not None:
+            self.expand_var_command(cmd, srun)
 
     def task_command(self, srun_cmd: Command, prog_nodes, src: _Source) -> None:
         """The program srun runs: a command of its own, run per task (its words were
@@ -675,6 +684,55 @@ class _Walker:
         self.find_entry(task)
         self.maybe_bash_c(task, prog_nodes, src, TASK, srun_cmd)
         self.follow(task, TASK, srun_cmd)
+        self.expand_var_command(task, srun_cmd)
+
+    # -- `srun $CMD`, `srun bash -c "$LAUNCHER $ARGS"`: the command a variable holds
+
+    def _value_of(self, name: str) -> Optional[Word]:
+        for a in reversed(self.assignments):
+            if a.name == name and a.shell == BATCH and a.prefix_of is None:
+                return a.value
+        return None
+
+    def _expand(self, word: Word, out: List[Tuple[str, int]], depth: int) -> None:
+        """``word``'s text with the batch shell's variables replaced by what they were assigned
+        (as written, recursively), each piece with the line it comes from."""
+        for p in word.parts:
+            if p.kind == "var" and p.shell == BATCH and p.names and depth < 4 and p.default is None:
+                value = self._value_of(p.names[0])
+                if value is not None:
+                    self._expand(value, out, depth + 1)
+                    continue
+            out.append((p.text, p.line))
+
+    def expand_var_command(self, cmd: Command, srun: Command) -> None:
+        if self.expanding or not cmd.argv:
+            return
+        first = cmd.argv[0]
+        if len(first.parts) != 1 or first.parts[0].kind != "var" or first.parts[0].shell != BATCH:
+            return
+        pieces: List[Tuple[str, int]] = []
+        for w in cmd.argv:
+            self._expand(w, pieces, 0)
+            pieces.append((" ", w.line))
+        text = "".join(t for t, _ in pieces).strip()
+        if not text or text.startswith("$"):
+            return
+        byte_lines: List[int] = []
+        for t, line in pieces:
+            byte_lines += [line] * len(t.encode("utf-8"))
+        lead = len("".join(t for t, _ in pieces)) - len("".join(t for t, _ in pieces).lstrip())
+        data = text.encode("utf-8")
+        byte_lines = byte_lines[lead:lead + len(data)] or [cmd.line]
+        self.expanding = True
+        start = len(self.commands)
+        try:
+            tree = parse_tree(data)
+            self.walk(tree.root_node, _Source(data, byte_lines, self.sentinels, BATCH), TASK, srun, cmd.in_bash_c)
+        finally:
+            self.expanding = False
+        for c in self.commands[start:]:  # reported where the step runs them
+            c.line, c.end_line, c.source = cmd.line, cmd.end_line, cmd.source
 
     def maybe_bash_c(self, cmd: Command, nodes, src: _Source, shell: str, srun: Optional[Command]) -> None:
         """`bash -c STRING` / `sh -lc STRING`: parse STRING as the script that shell runs."""

@@ -180,32 +180,37 @@ def _indent(line: str) -> str:
     return line[:len(line) - len(line.lstrip())]
 
 
-def _where(edits: Sequence[Edit], line: int, file: str) -> str:
-    """A bash comment saying where a fix goes when that is not the finding's own line."""
-    notes = []
-    for e in edits:
-        if e.start == line and e.file == file and e.text:
-            continue
-        span = f"line {e.start}" if e.end <= e.start else f"lines {e.start}-{e.end}"
-        if e.end < e.start:
-            notes.append(f"insert before line {e.start}")
-        elif not e.text:
-            notes.append(f"delete {span}")
-        else:
-            notes.append(f"replaces {span}")
-        if e.file != file:
-            notes[-1] += f" of {e.file}"
-    return ("   # " + "; ".join(notes)) if notes else ""
+def _locate(ctx: Context, file: str, line: int, pattern: str, span: int = 40) -> int:
+    """The first line from ``line`` on (within ``span``) whose text matches ``pattern``: a word's
+    line inside a multi-line string is where the string's piece starts, not always its own."""
+    for x in range(line, line + span):
+        text = ctx.script.line_text(x, file)
+        if re.search(pattern, text):
+            return x
+    return line
 
 
 def fix_text(edits: Sequence[Edit], line: int, file: str) -> str:
-    """The fix line shown: the new text of the edits (their first line that says something),
-    with a comment where it goes."""
-    shown = [e.text.strip() for e in edits if e.text.strip()]
-    body = shown[0] if shown else "# delete this line"
-    if body.endswith("\\"):
-        return body  # a continued line: a comment after it would end the command
-    return body + _where(edits, line, file)
+    """The fix as shown: each edit's new text, valid bash, with a comment where it goes when that
+    is not the finding's own line (a deletion is a comment itself); one line per edit."""
+    out = []
+    for e in edits:
+        span = f"line {e.start}" if e.end <= e.start else f"lines {e.start}-{e.end}"
+        of = f" of {e.file}" if e.file != file else ""
+        body = "\n".join(x.strip() for x in e.text.split("\n")) if e.text.strip() else ""
+        if not body:
+            out.append(f"# delete {span}{of}" if (e.start, e.file) != (line, file) else "# delete this line")
+            continue
+        if e.end < e.start:
+            where = f"insert before line {e.start}{of}"
+        elif (e.start, e.file) == (line, file):
+            where = ""
+        else:
+            where = f"replaces {span}{of}"
+        if where and not body.endswith("\\"):  # a comment after a continued line would end the command
+            body += f"   # {where}"
+        out.append(body)
+    return "\n".join(out)
 
 
 def _is_c10d(launch: Optional[Launch]) -> bool:
@@ -276,8 +281,8 @@ def rule_rank_var_in_batch_shell(ctx: Context) -> Iterator[Finding]:
         tasks = nodes * per_node
         if tasks <= 1:
             continue
-        if _is_bash_c(cmd):
-            continue  # the commands of its string are checked themselves, with their own lines
+        if _is_bash_c(cmd) or cmd.expanded:
+            continue  # the commands of its string (of the variable) are checked themselves / at the step
         launch = classify(cmd.words())
         ignored = _opt_word_indexes(launch, "node_rank") if _is_c10d(launch) else ()
         for i, word in enumerate(cmd.argv):
@@ -304,14 +309,15 @@ def _rank_var_finding(ctx: Context, cmd: Command, part: Part, var: str, chain: L
     value = _expanded_value(var)
     if not chain:
         what = f"{written} is expanded once, by the batch shell on the first node, to {value}"
-    elif len(chain) == 1 and chain[0].value is not None and chain[0].value.flat().strip('"') in (f"${var}",
-                                                                                                 f"${{{var}}}"):
+    elif len(chain) == 1 and _alias(chain[0], var):
         what = (f"{written} (set from ${var} at line {chain[0].line}) is expanded once, by the batch shell on "
                 f"the first node, to {value}")
     else:
-        inner = chain[-1]
-        what = (f"{written} holds ${inner.name}{'' if inner.name == var else f' (from ${var})'}, set at line "
-                f"{inner.line} and expanded once, by the batch shell on the first node, to {value}")
+        via = [a for a in chain[1:] if not _alias(a, var)] + [a for a in chain[1:] if _alias(a, var)]
+        through = f" (through {', '.join('$' + a.name for a in via)})" if via else ""
+        at = _locate(ctx, ctx.file_of(chain[-1]), chain[-1].line, r"\$\{?" + re.escape(var) + r"\b")
+        what = (f"{written} holds ${var}{through}, which the batch shell on the first node expands once "
+                f"(line {at}), to {value}")
     message = (f"{what}: all {tasks} tasks on {ctx.nodes_text()} get {value}, so {_CONSEQUENCE.get(var, 'ranks collide')}"
                " (on one host: EADDRINUSE; on real hosts: a hang)")
     edits = _rank_var_edits(ctx, cmd, part, var, chain)
@@ -324,34 +330,45 @@ def _rank_var_finding(ctx: Context, cmd: Command, part: Part, var: str, chain: L
     return ctx.finding(part.line, ERROR, "rank-var-in-batch-shell", message, fix, file=file, edits=edits)
 
 
+def _alias(a: Assignment, var: str) -> bool:
+    """`NODE_RANK=$SLURM_NODEID`: an assignment that only copies ``var``."""
+    return a.value is not None and a.value.flat().strip('"') in (f"${var}", f"${{{var}}}")
+
+
 def _rank_var_edits(ctx: Context, cmd: Command, part: Part, var: str, chain: List[Assignment]) -> List[Edit]:
     file = ctx.file_of(cmd)
     escaped = "\\$" + var
-    if cmd.in_bash_c:
+    simple = not chain or (len(chain) == 1 and _alias(chain[0], var))
+    if simple and cmd.in_bash_c:
         line = ctx.script.line_text(part.line, file)
         if part.text in line:
             return [Edit(file, part.line, part.line, line.replace(part.text, escaped, 1))]
         return []
-    if not chain or (len(chain) == 1 and chain[0].value is not None
-                     and chain[0].value.flat().strip('"') in (f"${var}", f"${{{var}}}")):
+    if simple:
         text = f'{srun_prefix(cmd.srun)} bash -c "{prog_text(cmd, [(part.text, escaped)])}"'
         return [Edit(file, cmd.srun.line, cmd.srun.end_line, _indent(ctx.script.line_text(cmd.srun.line, file))
                      + text)]
     # `srun $CMD` / `srun torchrun $ARGS` with ARGS="... $NODE_RANK ...": write the per-task variable
-    # escaped into ARGS and let each task's shell expand the command
-    holder = chain[0]
+    # escaped where it goes into the string, and let each task's shell expand the command
+    direct = chain[-1]
+    if len(chain) >= 2 and _alias(direct, var):
+        holder, target = chain[-2], direct.name
+    else:
+        holder, target = direct, var
     hfile = ctx.file_of(holder)
-    target = chain[1].name if len(chain) > 1 else var
     inner = next((p for p in holder.value.refs(BATCH) if target in p.names), None) if holder.value else None
     if inner is None:
         return []
-    hline = ctx.script.line_text(inner.line, hfile)
-    if inner.text not in hline or (hfile, inner.line) == (file, cmd.srun.line):
+    hline_no = _locate(ctx, hfile, inner.line, re.escape(inner.text))
+    hline = ctx.script.line_text(hline_no, hfile)
+    if inner.text not in hline or (hfile, hline_no) == (file, cmd.srun.line):
         return []
-    new_holder = hline.replace(inner.text, escaped, 1)
-    first = ctx.script.line_text(cmd.srun.line, file)
-    new_srun = _indent(first) + f'{srun_prefix(cmd.srun)} bash -c "{prog_text(cmd)}"'
-    return [Edit(hfile, inner.line, inner.line, new_holder), Edit(file, cmd.srun.line, cmd.srun.end_line, new_srun)]
+    edits = [Edit(hfile, hline_no, hline_no, hline.replace(inner.text, escaped, 1))]
+    if not cmd.in_bash_c:
+        first = ctx.script.line_text(cmd.srun.line, file)
+        new_srun = _indent(first) + f'{srun_prefix(cmd.srun)} bash -c "{prog_text(cmd)}"'
+        edits.append(Edit(file, cmd.srun.line, cmd.srun.end_line, new_srun))
+    return edits
 
 
 def rule_rank_env_before_srun(ctx: Context) -> Iterator[Finding]:
@@ -439,7 +456,7 @@ def _rank_env_edits(ctx: Context, a: Assignment, srun: Command, var: str) -> Lis
     delete = _delete_assignment(ctx, a)
     if not delete:
         return []
-    return [Edit(file, srun.line, srun.end_line, new)] + delete
+    return delete + [Edit(file, srun.line, srun.end_line, new)]
 
 
 def _resets_rank(ctx: Context, srun: Command, name: str) -> bool:
@@ -650,8 +667,10 @@ def rule_master_addr_loopback(ctx: Context) -> Iterator[Finding]:
         host = value.rsplit(":", 1)[0] if ":" in value and not value.startswith("[") else value
         if LOOPBACK_RE.match(host):
             file = ctx.file_of(cmd)
-            line = ctx.script.line_text(word.line, file)
-            edits = [Edit(file, word.line, word.line, line.replace(host, "$MASTER_ADDR", 1))]
+            where = _locate(ctx, file, word.line, re.escape(host))
+            word = Word(word.parts, where, word.text)
+            line = ctx.script.line_text(where, file)
+            edits = [Edit(file, where, where, line.replace(host, "$MASTER_ADDR", 1))]
             if ctx.script.assignment_before("MASTER_ADDR", cmd.seq) is None:
                 edits.insert(0, _insert_before(ctx, cmd, MASTER_ADDR_FIX))
             yield ctx.finding(
@@ -706,13 +725,14 @@ def rule_fixed_master_port(ctx: Context) -> Iterator[Finding]:
         port = value.rsplit(":", 1)[-1] if ":" in value or value.isdigit() else ""
         if port.isdigit():
             file = ctx.file_of(cmd)
-            line = ctx.script.line_text(word.line, file)
+            where = _locate(ctx, file, word.line, r"(?<![\w$])" + re.escape(port) + r"(?!\w)")
+            line = ctx.script.line_text(where, file)
             new = re.sub(r"(?<![\w$])" + re.escape(port) + r"(?!\w)", "$((20000 + SLURM_JOB_ID % 20000))", line,
                          count=1)
-            edits = [Edit(file, word.line, word.line, new)] if new != line else []
+            edits = [Edit(file, where, where, new)] if new != line else []
             yield ctx.finding(
-                word.line, WARNING, "fixed-master-port",
-                f"port {port} is the same for every job: {shared}", fix_text(edits, word.line, file) if edits else "",
+                where, WARNING, "fixed-master-port",
+                f"port {port} is the same for every job: {shared}", fix_text(edits, where, file) if edits else "",
                 file=file, edits=edits)
 
 
@@ -810,6 +830,7 @@ def rule_gpus_per_node(ctx: Context) -> Iterator[Finding]:
             procs = t * nproc
             idx = launch.opts.get("nproc_per_node", launch.opts.get("num_gpus", ("", 0)))[1]
             line = cmd.argv[idx].line if idx < len(cmd.argv) else cmd.line
+            line = _locate(ctx, file, line, r"--(nproc[_-]per[_-]node|num[_-]gpus)[= ]" + str(nproc) + r"\b")
             text = ctx.script.line_text(line, file)
             new = re.sub(r"(--(?:nproc[_-]per[_-]node|num[_-]gpus)[= ])" + str(nproc) + r"\b",
                          lambda m: m.group(1) + str(g // t), text, count=1)
