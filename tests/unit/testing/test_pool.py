@@ -146,7 +146,8 @@ def test_make_on_a_machine_that_cannot_skips_once_and_records_no_owner(monkeypat
     provider = RefusingProvider()
     monkeypatch.setattr(provisioner.providers, "provider_named", lambda backend: provider)
     pool = ClusterPool()
-    with pytest.raises(CannotRun, match="this machine cannot run a simcluster cluster of 2 nodes, local, cpus 1: no slurmctld on PATH"):
+    with pytest.raises(CannotRun, match="^this machine cannot run a simcluster cluster of 2 nodes, local, cpus 1: "
+                                        "no slurmctld on PATH$"):
         pool.make({"cpus": 1})
     with pytest.raises(CannotRun, match="no slurmctld"):
         pool.make({"cpus": 1})
