@@ -49,11 +49,6 @@ def gpu_choices(value: Any) -> Dict[str, Any]:
     return {"gpus": text}
 
 
-def gpu_overrides(value: Any) -> Dict[str, Any]:
-    """The spec keys (gpus, fakeGpus) of a gpus= value (see gpu_choices)."""
-    return spec_overrides(**gpu_choices(value))
-
-
 def describe(request: Dict[str, Any]) -> str:
     """'2 nodes, local, gpus fake:2' for messages."""
     nodes = request.get("nodes")

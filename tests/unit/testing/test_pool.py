@@ -8,10 +8,11 @@ from types import SimpleNamespace
 
 import pytest
 
+from provisioner.config.overrides import spec_overrides
 from provisioner.errors import ClusterNotFound, SimclusterError
 from provisioner.testing import owners
 from provisioner.testing.pool import (REQUEST_KEYS, BadRequest, CannotRun, ClusterPool, build_spec, describe,
-                                      gpu_choices, gpu_overrides)
+                                      gpu_choices)
 
 
 # -- gpus= ----------------------------------------------------------------------------------
@@ -23,8 +24,8 @@ from provisioner.testing.pool import (REQUEST_KEYS, BadRequest, CannotRun, Clust
     ("fake:2", {"fakeGpus": 2}),
     ("fake:6,7", {"gpus": "6,7", "fakeGpus": True}),
 ])
-def test_gpu_overrides(value, expected):
-    assert gpu_overrides(value) == expected
+def test_gpus_as_spec_keys(value, expected):
+    assert spec_overrides(**gpu_choices(value)) == expected
 
 
 def test_gpu_choices_are_ups_flags():
