@@ -266,6 +266,28 @@ def _is_bash_c(cmd: Command) -> bool:
     return False
 
 
+def _vars_reaching_expanded(ctx: Context, cmd: Command) -> Optional[set]:
+    """For `srun $CMD` (or `bash -c "$CMD"`): the per-task variables that reach the command $CMD
+    holds anywhere but a c10d torchrun's --node_rank; None when ``cmd`` is not such a step."""
+    if not cmd.argv or not any(p.kind == "var" for p in cmd.argv[0].parts):
+        return None
+    synth = [c for c in ctx.script.commands if c.expanded and c.srun is cmd.srun and c.line == cmd.line]
+    if not synth:
+        return None
+    out = set()
+    for c in synth:
+        launch = classify(c.words())
+        ignored = _opt_word_indexes(launch, "node_rank") if _is_c10d(launch) else ()
+        for i, w in enumerate(c.argv):
+            if i in ignored:
+                continue
+            for p in w.refs(BATCH):
+                found = tainted(ctx, p, c.seq)
+                if found:
+                    out.add(found[0])
+    return out
+
+
 def _expanded_value(var: str) -> str:
     return "the first node's name" if var == "SLURMD_NODENAME" else "0"
 
@@ -285,6 +307,7 @@ def rule_rank_var_in_batch_shell(ctx: Context) -> Iterator[Finding]:
             continue  # the commands of its string (of the variable) are checked themselves / at the step
         launch = classify(cmd.words())
         ignored = _opt_word_indexes(launch, "node_rank") if _is_c10d(launch) else ()
+        reaching = _vars_reaching_expanded(ctx, cmd)
         for i, word in enumerate(cmd.argv):
             if i in ignored:
                 continue  # c10d/etcd rendezvous: torchrun numbers the nodes itself, --node_rank is ignored
@@ -295,6 +318,8 @@ def rule_rank_var_in_batch_shell(ctx: Context) -> Iterator[Finding]:
                 var, chain = found
                 if var == "SLURM_LOCALID" and per_node <= 1 or var == "SLURM_NODEID" and nodes <= 1:
                     continue  # one task per node: local id 0 is right; one node: node id 0 is right
+                if reaching is not None and var not in reaching:
+                    continue  # `srun $CMD`: in the command $CMD holds, only where torch ignores it
                 key = (cmd.srun.seq, part.text, part.line)
                 if key in seen:
                     continue
