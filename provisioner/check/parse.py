@@ -9,8 +9,14 @@ regex cannot see:
   `bash -c` is rebuilt the way bash would (unescaping `\\$`, `\\"`, dropping `\\<newline>`),
   parsed again, and every variable the outer shell already expanded is marked as such;
 * where each inner node sits in the file (line numbers survive the re-parse);
-* assignments in order, so a variable can be resolved to what it held at a given line;
-* srun's options and the program it runs per task.
+* assignments in execution order, so a variable can be resolved to what it held at a given
+  statement;
+* srun's options and the program it runs per task; for `srun $CMD` / `srun bash -c "$CMD"`
+  also the command $CMD holds, rebuilt from the assignments (marked ``expanded``);
+* helper scripts the job runs (`bash FILE`, `sh FILE`, `source FILE`, `. FILE`, `./FILE`,
+  `srun bash FILE`), found beside the script or where a resolved `cd` points, walked in
+  place with their own file and lines, in the shell that runs them;
+* the Python entry point a launch names, where it exists (read by entry.py).
 """
 
 from __future__ import annotations

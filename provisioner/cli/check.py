@@ -21,7 +21,7 @@ from provisioner.errors import UsageError
                    "Without it, a script with no --nodes that is clearly multi-node is checked as if "
                    "submitted with -N 2 or more.")
 @click.option("--strict", is_flag=True,
-              help="Exit 1 on any finding, ShellCheck's and warnings included (by default only our "
+              help="Exit 1 on any finding, ShellCheck's and warnings included (by default only "
                    "multi-node errors decide the exit status).")
 @click.option("--timeout", type=float, default=120.0, show_default=True, metavar="SECONDS",
               help="With --run: how long the job may take.")
@@ -42,9 +42,10 @@ def command(ctx, scripts, as_json, run, real, no_shellcheck, nodes, strict, time
     overrides, MASTER_ADDR=localhost, fixed ports, tasks vs nproc_per_node vs GPUs, double
     launches, missing --kill-on-bad-exit. Helper scripts it runs (bash/sh/source/. FILE) are
     followed, and a Python entry point beside the script is read (frameworks that map Slurm's
-    variables themselves). ShellCheck's findings join them where it is installed.
-    Exit 1 when one of our multi-node errors is found (with --strict: any finding), 0 when
-    clean or only warnings or ShellCheck findings, 2 when a script cannot be read.
+    variables themselves). ShellCheck's findings are shown with them where it is installed.
+    Exit 1 when a multi-node error is found (with --strict: any finding, ShellCheck's
+    included), 0 when clean, warnings only or ShellCheck findings only, 2 when a script
+    cannot be read.
     See docs/check.md.
     """
     # lazy: the checker (tree-sitter) loads only when the command runs, not for --help
