@@ -471,17 +471,33 @@ def _delete_assignment(ctx: Context, a: Assignment) -> List[Edit]:
 def _rank_env_edits(ctx: Context, a: Assignment, srun: Command, var: str) -> List[Edit]:
     file = ctx.file_of(srun)
     task = next((c for c in ctx.script.commands if c.srun is srun and c.shell == TASK and not c.in_bash_c), None)
-    if task is None or task.name in ("bash", "sh") and any((w.literal() or "").startswith("-") for w in task.argv[1:2]):
+    if task is None:
         return []
-    set_it = f"export {a.name}=\\${var}; exec {prog_text(task)}"
-    prefix = " ".join(w.text for w in srun.argv[:srun.prog_index])
-    new = _indent(ctx.script.line_text(srun.line, file)) + f'{prefix} bash -c "{set_it}"'
+    if _is_bash_c(task):
+        # srun bash -c "...": set it first thing in the string the tasks run
+        line_no = _locate(ctx, file, srun.line, r"-\w*c\s+[\"']")
+        line = ctx.script.line_text(line_no, file)
+        m = re.search(r"-\w*c\s+([\"'])", line)
+        if m is None or line_no > srun.end_line:
+            return []
+        ref = f"${var}" if m.group(1) == "'" else f"\\${var}"
+        new = line[:m.end()] + f"export {a.name}={ref}; " + line[m.end():]
+        edit = Edit(file, line_no, line_no, new)
+    else:
+        set_it = f"export {a.name}=\\${var}; exec {prog_text(task)}"
+        prefix = " ".join(w.text for w in srun.argv[:srun.prog_index])
+        new = _indent(ctx.script.line_text(srun.line, file)) + f'{prefix} bash -c "{set_it}"'
+        edit = Edit(file, srun.line, srun.end_line, new)
     if a.prefix_of is srun:
-        return [Edit(file, srun.line, srun.end_line, new)]
+        if edit.start != srun.line:
+            return []
+        if _is_bash_c(task):
+            edit = Edit(file, edit.start, edit.end, re.sub(re.escape(a.name) + r"=\S+\s+", "", edit.text, count=1))
+        return [edit]
     delete = _delete_assignment(ctx, a)
-    if not delete:
+    if not delete or (delete[0].file, delete[0].start) == (edit.file, edit.start):
         return []
-    return delete + [Edit(file, srun.line, srun.end_line, new)]
+    return delete + [edit]
 
 
 def _resets_rank(ctx: Context, srun: Command, name: str) -> bool:
@@ -642,6 +658,12 @@ def rule_cuda_visible_devices(ctx: Context) -> Iterator[Finding]:
         names = {n for p in a.value.refs() for n in p.names}
         if names & {"SLURM_LOCALID", "SLURM_PROCID", "LOCAL_RANK", "SLURM_NODEID", "RANK"}:
             edits = _delete_assignment(ctx, a)
+            if not edits:  # `CUDA_VISIBLE_DEVICES=$SLURM_LOCALID python ...`: drop the prefix
+                file = ctx.file_of(a)
+                line = ctx.script.line_text(a.line, file)
+                new = re.sub(r"(export\s+)?CUDA_VISIBLE_DEVICES=\S+(\s*;)?\s*", "", line, count=1)
+                if new != line and new.strip() and not new.strip().startswith(("&&", "||", "|")):
+                    edits = [Edit(file, a.line, a.line, new)]
             if ctx.shape.gpus_per_task:
                 why = ("with --gpus-per-task each task sees only its own GPU, as device 0: ids 1 and up name GPUs "
                        "the task does not have (CUDA: invalid device ordinal)")
@@ -651,8 +673,9 @@ def rule_cuda_visible_devices(ctx: Context) -> Iterator[Finding]:
             yield ctx.finding(
                 a.line, WARNING, "cuda-visible-devices-override",
                 f"CUDA_VISIBLE_DEVICES={a.value.flat()} replaces the GPUs Slurm gave each task: {why}",
-                "# delete this line: Slurm sets CUDA_VISIBLE_DEVICES for every task (ask --gpus-per-task=1 "
-                "for one GPU per task)" if edits else "", file=ctx.file_of(a), edits=edits)
+                ("# delete this line: Slurm sets CUDA_VISIBLE_DEVICES for every task (ask --gpus-per-task=1 "
+                 "for one GPU per task)" if not edits[0].text else edits[0].text.strip()) if edits else "",
+                file=ctx.file_of(a), edits=edits)
 
 
 def _launch_opt_words(ctx: Context, names: Sequence[str]) -> Iterator[Tuple[Command, Launch, str, Word]]:

@@ -212,3 +212,20 @@ def test_a_helper_that_runs_itself_is_followed_once(tmp_path):
     findings = check_text(str(tmp_path / "job.sbatch"), (tmp_path / "job.sbatch").read_text(), use_shellcheck=False)
     assert [(Path(f.path).name, f.line, f.rule) for f in findings if f.rule == "rank-var-in-batch-shell"] \
         == [("b.sh", 2, "rank-var-in-batch-shell")]
+
+
+def test_json_and_text_say_the_same(tmp_path):
+    """The JSON's findings, counts and exit status are the text output's."""
+    paths = [str(CORPUS2 / c / "job.sbatch") for c in ("megatron-distributed-args", "helper-bash-run-sh",
+                                                       "torchrun-c10d-exclusive")]
+    runner = CliRunner()
+    text = runner.invoke(cli, ["check"] + paths)
+    data = json.loads(runner.invoke(cli, ["check", "--json"] + paths).output)
+    assert text.exit_code == data["exit_code"]
+    heads = [x for x in text.output.splitlines() if not x.startswith(" ")][:-1]
+    assert heads == [f"{f['file']}:{f['line']}: {f['severity']}: {f['message']} [{f['rule']}]" for f in data["findings"]]
+    last = text.output.splitlines()[-1]
+    assert f"{data['errors']} error" in last and f"{data['warnings']} warning" in last
+    for f in data["findings"]:
+        if f["source"] == "simcluster":
+            assert f["fix"] and f["edits"] and f"    fix: {f['fix'].splitlines()[0]}" in text.output
