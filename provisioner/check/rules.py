@@ -965,6 +965,10 @@ def rule_deprecated_launch(ctx: Context) -> Iterator[Finding]:
                 new.strip() if edits else "", file=file, edits=edits)
 
 
+def _idle(ctx: Context) -> str:
+    return "the other node sits idle" if ctx.n == 2 else f"the other {ctx.n - 1} nodes sit idle"
+
+
 def rule_launcher_without_srun(ctx: Context) -> Iterator[Finding]:
     """A multi-node launch run by the batch shell alone: it starts on the first node only."""
     if not ctx.shape.multi_node:
@@ -991,6 +995,24 @@ def rule_launcher_without_srun(ctx: Context) -> Iterator[Finding]:
                 f"{more} more node{'s' if more != 1 else ''}, which never start{'s' if more == 1 else ''} an "
                 "agent (a hang until the rendezvous timeout)", new.strip() if edits else "", file=file,
                 edits=edits)
+        elif launch.kind == "deepspeed" and not any(k in launch.opts for k in ("hostfile", "H", "no_ssh")):
+            nn, _ = parse_nnodes(launch.opt("num_nodes"))
+            if nn == 1 or cmd.in_bash_c:
+                continue
+            g = ctx.shape.gpus_per_node
+            slots = str(g) if g else "${SLURM_GPUS_ON_NODE:-1}"
+            make = f'scontrol show hostnames "$SLURM_JOB_NODELIST" | sed "s/\\$/ slots={slots}/" > hostfile'
+            line = ctx.script.line_text(cmd.argv[0].line, file)
+            name = cmd.argv[0].text
+            new = line.replace(name, f"{name} --hostfile hostfile", 1)
+            edits = [Edit(file, cmd.line, cmd.line - 1, _indent(lines[0]) + make)]
+            if new != line:
+                edits.append(Edit(file, cmd.argv[0].line, cmd.argv[0].line, new))
+            yield ctx.finding(
+                cmd.line, WARNING, "launcher-without-srun",
+                f"the DeepSpeed runner has no --hostfile: unless /job/hostfile lists the job's nodes it trains on "
+                f"the first node only, and {_idle(ctx)}",
+                fix_text(edits, cmd.line, file), file=file, edits=edits)
         elif launch.kind == "python" and not any_srun and cmd is plain[-1]:
             # the last python run is the job's work; earlier ones (data preparation) may well run once
             entry = ctx.entry(cmd)
@@ -1007,10 +1029,9 @@ def rule_launcher_without_srun(ctx: Context) -> Iterator[Finding]:
             new = _indent(lines[0]) + f"srun {per_node}--kill-on-bad-exit=1 " + run
             simple = not any(re.search(r"\|\||&&|;|\||&\s*$", x.split("#")[0]) for x in lines)
             edits = [Edit(file, cmd.line, cmd.end_line, new)] if simple and not cmd.in_bash_c else []
-            idle = "the other node sits idle" if ctx.n == 2 else f"the other {ctx.n - 1} nodes sit idle"
             yield ctx.finding(
                 cmd.line, WARNING, "single-node-launch",
-                f"runs once, on the first node: {idle}", new.strip() if edits else "", file=file, edits=edits)
+                f"runs once, on the first node: {_idle(ctx)}", new.strip() if edits else "", file=file, edits=edits)
 
 
 def rule_unset_launcher_variable(ctx: Context) -> Iterator[Finding]:
