@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
 from provisioner.check.launch import classify
-from provisioner.check.parse import BATCH, parse_script
+from provisioner.check.parse import parse_script
 from provisioner.check.rules import ERROR, WARNING, Finding, LOOPBACK_RE, context_of
 from provisioner.check.shape import Shape, shape_of
 from provisioner.cluster.wait import WaitTimeout, poll_until

@@ -5,7 +5,6 @@ its output format and exit codes. Pure logic: no daemon is started."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
