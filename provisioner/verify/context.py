@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
+from provisioner.cluster.jobfiles import JobFiles
 from provisioner.config.types import ClusterSpec
 from provisioner.cluster.slurm import SlurmClient, SlurmError
 from provisioner.verify.jobs import JobError, JobTracker
@@ -55,19 +56,13 @@ class VerifyContext:
     job_prefix: str = "scv"
     jobs: List[str] = field(default_factory=list)
     _dirs: set = field(default_factory=set)
+    # The target's parts the checks use most, under short names (set from ``target``).
+    spec: ClusterSpec = field(init=False)
+    client: SlurmClient = field(init=False)
+    files: JobFiles = field(init=False)  # the job-file transport: job scripts and outputs go through it
 
-    @property
-    def spec(self) -> ClusterSpec:
-        return self.target.spec
-
-    @property
-    def client(self) -> SlurmClient:
-        return self.target.client
-
-    @property
-    def files(self):
-        """The job-file transport: job scripts and outputs go through it."""
-        return self.target.files
+    def __post_init__(self) -> None:
+        self.spec, self.client, self.files = self.target.spec, self.target.client, self.target.files
 
     def read(self, path: Path) -> str:
         """A job file's text ("" while it does not exist)."""
