@@ -13,8 +13,7 @@ SINFO = tuple(SINFO_NODE_ARGS)
 # The keys `status --json` has always given (scripts read them).
 KEYS = {"name", "backend", "phase", "healthy", "fake_gpus", "state_dir", "slurm_conf", "shared_dir", "controller",
         "munged", "accounting", "nodes", "faults", "hints", "slurm_version"}
-NODE_# The keys `status --json` has always given (scripts read them).
-KEYS = {"name", "host", "state", "reason", "ready", "gpus", "cpus", "memory_mb", "port", "slurmd_alive", "problem"}
+NODE_KEYS = {"name", "host", "state", "reason", "ready", "gpus", "cpus", "memory_mb", "port", "slurmd_alive", "problem"}
 
 
 def runner(sinfo: str = "node1|idle|none\nnode2|idle|none\n", sinfo_rc: int = 0) -> ScriptedRunner:
