@@ -28,7 +28,9 @@ class SlurmFaults:
         target = cluster or self.default
         if target is None:
             raise ValueError("slurm_faults: no cluster given and no slurm_cluster in this test")
-        return self._touched.setdefault(target.name, Injector(target.name))
+        if target.name not in self._touched:
+            self._touched[target.name] = Injector(target.name)
+        return self._touched[target.name]
 
     def kill(self, node: str, cluster: Optional[SlurmCluster] = None) -> str:
         """SIGKILL the node's slurmd, slurmstepd and job tasks (a crashed host)."""

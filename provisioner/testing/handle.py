@@ -15,12 +15,12 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Union
 
-from provisioner.cluster.handle import Cluster
-from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES, SlurmClient, SlurmError
-from provisioner.cluster import logs
-from provisioner.testing.jobs import Job, SbatchError, wants_own_output
 from provisioner import clusters
+from provisioner.cluster import logs
+from provisioner.cluster.handle import Cluster
 from provisioner.cluster.jobfiles import HostDirFiles
+from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES, SlurmClient, SlurmError
+from provisioner.testing.jobs import Job, SbatchError, wants_own_output
 
 
 class SlurmCluster:
