@@ -262,7 +262,7 @@ def launch(c: Cluster, key: str, argv: List[str], env: Dict[str, str], output: s
 
 def raw_munged(c: Cluster, slurmd_env: Dict[str, str]) -> List[str]:
     # steps.start_munged: one munged (the local backend's munged_on is [controller]), then its socket.
-    lines = [launch(c, daemons.munged_key(k), daemons.munged_argv(c), {}, output=".log")
+    lines = [launch(c, daemons.munged_key(k), daemons.munged_argv(c, daemons.munged_key(k)), {}, output=".log")
              for k in c.placement.munged_on]
     return lines + wait_loop(f"[ -e {q(c.paths.munge_socket)} ]", 0.005, 0.05)
 

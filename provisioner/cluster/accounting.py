@@ -14,6 +14,7 @@ SQL that creates the database exists only here, for every backend.
 from __future__ import annotations
 
 import secrets
+import shlex
 from typing import Dict, List, Optional, Tuple
 
 from provisioner.cluster import daemons
@@ -95,7 +96,8 @@ def create_database(cluster: Cluster, password: str, timeout: float = 120.0) -> 
     runner, db = cluster.runner(), cluster.paths.db_dir
     runner.run(["mkdir", "-p", "-m", "0700", db, f"{db}/data"], timeout=10)
     # The password goes through a pipe, never into a file or a command line.
-    res = runner.run(["mariadbd", "--no-defaults", "--bootstrap", f"--datadir={db}/data", *BOOTSTRAP_OPTIONS,
+    res = runner.run([runner.program("mariadbd"), "--no-defaults", "--bootstrap", f"--datadir={db}/data",
+                      *BOOTSTRAP_OPTIONS,
                       *_as_root(cluster), *SERVER_OPTIONS], stdin=init_sql(cluster, password), timeout=timeout,
                      env=cluster.daemon_env())
     log = f"{cluster.paths.log}/mariadb-install.log"
@@ -108,7 +110,8 @@ def create_database(cluster: Cluster, password: str, timeout: float = 120.0) -> 
 def start_mariadb(cluster: Cluster, timeout: float = 30.0) -> None:
     p, db = cluster.paths, cluster.paths.db_dir
     daemons.start(cluster, "mariadbd", [
-        "mariadbd", "--no-defaults", f"--datadir={db}/data", f"--socket={db}/db.sock",
+        daemons.program(cluster, "mariadbd", "mariadbd"), "--no-defaults", f"--datadir={db}/data",
+        f"--socket={db}/db.sock",
         f"--port={cluster.placement.storage_port}", "--bind-address=127.0.0.1", f"--pid-file={p.run}/mariadbd.pid",
         f"--log-error={p.daemon_log('mariadbd')}", *_as_root(cluster), *SERVER_OPTIONS])
     # The TCP listener is opened before the socket file; connections made before "ready for
@@ -120,7 +123,11 @@ def start_mariadb(cluster: Cluster, timeout: float = 30.0) -> None:
 def start_slurmdbd(cluster: Cluster, timeout: float = 30.0) -> None:
     runner = cluster.runner()
     link = f"{cluster.paths.run}/slurmdbd"
-    runner.run(["sh", "-c", f'ln -sf "$(command -v slurmdbd || echo /usr/sbin/slurmdbd)" {link}'], timeout=10)
+    # The link's target by absolute path: this host's (found whatever the caller's PATH), or,
+    # where the runner leaves it to its machine (a container), that machine's.
+    exe = runner.program("slurmdbd")
+    target = shlex.quote(exe) if exe.startswith("/") else '"$(command -v slurmdbd || echo /usr/sbin/slurmdbd)"'
+    runner.run(["sh", "-c", f'ln -sf {target} {link}'], timeout=10)
     daemons.start(cluster, "slurmdbd", daemons.slurmdbd_argv(cluster))
     port = cluster.placement.dbd_port
     # slurmdbd listens only after it has connected to MariaDB and created its tables.

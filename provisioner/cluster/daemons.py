@@ -43,20 +43,29 @@ def slurmd_env(cluster: Cluster, node: str) -> Dict[str, str]:
             "HWLOC_THISSYSTEM": "1"}
 
 
-def munged_argv(cluster: Cluster) -> List[str]:
+def program(cluster: Cluster, key: str, name: str) -> str:
+    """Program ``name`` as daemon ``key``'s machine names it: an absolute path on this host
+    (Debian installs the daemons in /usr/sbin, which an ordinary user's PATH lacks, and a
+    name behind a prefix such as `unshare` would be looked up on the caller's PATH)."""
+    return cluster.daemon_runner(key).program(name)
+
+
+def munged_argv(cluster: Cluster, key: str = "munged") -> List[str]:
     p = cluster.paths
     # --force: the state dir is 0700 (and ~ may be too); munged would refuse a socket
     # that other users cannot reach, but only this user needs it.
-    return ["munged", "--foreground", "--force", f"--key-file={p.munge_key}", f"--socket={p.munge_socket}",
+    return [program(cluster, key, "munged"), "--foreground", "--force", f"--key-file={p.munge_key}",
+            f"--socket={p.munge_socket}",
             f"--pid-file={p.run}/munged.pid", f"--seed-file={p.munge_dir}/seed"]
 
 
 def slurmctld_argv(cluster: Cluster) -> List[str]:
-    return ["slurmctld", "-D", "-f", cluster.paths.slurm_conf]
+    return [program(cluster, "slurmctld", "slurmctld"), "-D", "-f", cluster.paths.slurm_conf]
 
 
 def slurmd_argv(cluster: Cluster, node: str) -> List[str]:
-    return [*cluster.placement.slurmd_prefix, "slurmd", "-D", "-N", node, "-f", cluster.paths.slurm_conf]
+    return [*cluster.placement.slurmd_prefix, program(cluster, f"slurmd:{node}", "slurmd"), "-D", "-N", node,
+            "-f", cluster.paths.slurm_conf]
 
 
 def slurmdbd_argv(cluster: Cluster) -> List[str]:

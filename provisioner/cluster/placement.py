@@ -54,6 +54,10 @@ class Placement:
     # True: the prefix forks (a PID namespace per node, tini as its pid 1), so the slurmd's
     # own pid is found below the pid the runner started (slurmd_pid).
     slurmd_forks: bool = False
+    # What the nodes see at /etc/slurm, Slurm's default config location (jobs that unset
+    # SLURM_CONF read it): the cluster's config, or why not. Empty: not said (older states,
+    # deployed clusters).
+    node_etc_slurm: str = ""
 
     @property
     def paths(self) -> NodePaths:

@@ -91,6 +91,13 @@ class Runner:
         (`simcluster exec`, `simcluster env`); [] when it runs here as it is."""
         raise NotImplementedError
 
+    def program(self, name: str) -> str:
+        """How a daemon's argv names program ``name`` on this machine: its absolute path
+        where this runner can find it (this host: PATH, then the sbin directories, whatever
+        the caller's PATH), else ``name`` for the machine's own PATH to find (a container's
+        root has the sbin directories on its PATH)."""
+        return name
+
     # Derived helpers: the same for every runner.
     def pid_alive(self, pid: Optional[int]) -> bool:
         return bool(pid) and self.pids_alive([pid]).get(pid, False)
@@ -210,12 +217,18 @@ class ShellProcesses:
             self.run(["kill", f"-{int(sig)}", *pids], timeout=self.process_timeout)  # type: ignore[attr-defined]
 
 
+# Where Debian's packages install daemons and helpers (slurmd, munged, mariadbd in /usr/sbin),
+# searched after PATH: an ordinary user's PATH (Debian's default for users) has no sbin.
+SYSTEM_DIRS = ("/usr/local/sbin", "/usr/local/bin", "/usr/sbin", "/usr/bin", "/sbin", "/bin")
+
+
 def find_binary(name: str) -> Optional[str]:
-    """``name`` on PATH, else in /usr/sbin or /sbin (not on an unprivileged user's PATH)."""
+    """The absolute path of program ``name``: on PATH, else in SYSTEM_DIRS, whatever the
+    caller's PATH; None when not found. A name with a slash is returned as it is."""
     if "/" in name:
         return name
-    return shutil.which(name) or next(
-        (p for p in (f"/usr/sbin/{name}", f"/sbin/{name}") if os.access(p, os.X_OK)), None)
+    found = shutil.which(name) or shutil.which(name, path=os.pathsep.join(SYSTEM_DIRS))
+    return os.path.abspath(found) if found else None
 
 
 class HostRunner(Runner):
@@ -288,6 +301,9 @@ class HostRunner(Runner):
 
     def exec_prefix(self, cwd, interactive) -> List[str]:
         return []  # this host, in the caller's own directory
+
+    def program(self, name: str) -> str:
+        return find_binary(name) or name
 
     def listening(self, port: int) -> bool:
         # Here a connect() is cheaper: /proc/net/tcp lists every socket of the host, TIME_WAIT

@@ -62,6 +62,9 @@ class ClusterStatus:
     hints: List[str] = field(default_factory=list)
     # The exact Slurm version of the cluster's own commands ("24.11.5"), asked where they run.
     slurm_version: str = ""
+    # What the nodes see at /etc/slurm (Slurm's default config, for commands without
+    # SLURM_CONF): the cluster's config, or why not; "" where not known.
+    node_etc_slurm: str = ""
 
     def to_dict(self) -> Dict:
         return asdict(self)
@@ -116,7 +119,7 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
         munged=DaemonStatus(alive=bool(munged_keys) and all(alive[k] for k in munged_keys),
                             host=", ".join(cluster.runner(k.partition(":")[2] or CONTROLLER).where
                                            for k in munged_keys) or "?"),
-        accounting=acct, nodes=nodes, faults=[dict(f) for f in st.faults],
+        accounting=acct, nodes=nodes, faults=[dict(f) for f in st.faults], node_etc_slurm=pl.node_etc_slurm,
         slurm_version=_slurm_version(client) if any(machines.values()) or (not managed and states is not None) else "",
         hints=[] if not managed else hints if phase != "stopped" else
         [f"stopped: 'simcluster start --name {st.name}' brings it back"])

@@ -102,7 +102,7 @@ def start_munged(up: UpRun, machines: Optional[List[str]] = None) -> None:
 
     def start(key: str) -> None:
         # In the foreground munged logs to stderr only, so that is its log file.
-        daemons.start(c, daemons.munged_key(key), daemons.munged_argv(c), output=".log")
+        daemons.start(c, daemons.munged_key(key), daemons.munged_argv(c, daemons.munged_key(key)), output=".log")
         runner = c.runner(key)
         daemons.wait_usable(c, daemons.munged_key(key), "create its socket",
                             lambda: runner.exists(c.paths.munge_socket), 10.0)

@@ -6,6 +6,7 @@ What every backend must do the same is in tests/contract; here: what is particul
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import time
 import uuid
@@ -69,7 +70,11 @@ def test_docker_cluster_runs_jobs_and_resolves_node_names(docker_cluster, sim_ho
     job = ("#!/bin/bash\n#SBATCH -N2 --output=/shared/rdzv-%j.out\n"
            "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
            "echo master=$MASTER_ADDR\n"
-           "srun bash -c 'getent hosts $MASTER_ADDR >/dev/null && echo $(hostname) resolves $MASTER_ADDR'\n")
+           "srun bash -c 'getent hosts $MASTER_ADDR >/dev/null && echo $(hostname) resolves $MASTER_ADDR'\n"
+           # Without SLURM_CONF, Slurm's commands find the cluster's config at /etc/slurm, as on a
+           # production node (tools that clear the job's Slurm variables rely on that).
+           "env -u SLURM_CONF srun -n1 hostname | sed 's/^/no-SLURM_CONF srun on /'\n"
+           "env -u SLURM_CONF scontrol show config | grep ClusterName\n")
     status = json.loads(run_cli(["status", "--name", name, "--json"], sim_home, check=True).stdout)
     assert status["healthy"] and status["backend"] == "docker"
     shared = sim_home / name / "shared"
@@ -80,6 +85,9 @@ def test_docker_cluster_runs_jobs_and_resolves_node_names(docker_cluster, sim_ho
     text = (shared / f"rdzv-{job_id}.out").read_text()
     assert "master=node1" in text
     assert "node1 resolves node1" in text and "node2 resolves node1" in text
+    assert "no-SLURM_CONF srun on node1" in text, text
+    assert re.search(rf"^ClusterName\s*=\s*{name}$", text, re.M), text
+    assert status["node_etc_slurm"].startswith("the cluster's config"), status
 
     bundle = sim_home / "bundle"
     run_cli(["export-logs", str(bundle), "--name", name], sim_home, check=True)

@@ -6,15 +6,18 @@ failure, verify basic) is in tests/contract; here: what is particular to the loc
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
+import re
 import textwrap
 import time
+import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import daemons_under, run_cli
+from tests.conftest import Cluster, daemons_under, run_cli
 
 pytestmark = pytest.mark.integration
 
@@ -65,6 +68,54 @@ def test_two_node_cluster_runs_srun_and_sbatch(make_cluster, tmp_path):
     # list, env, exec, export-logs, idempotent up and a failed up: tests/contract (every backend).
     env_out = run_cli(["env", "--name", c.name], c.home, check=True).stdout
     assert f"export SLURM_CONF={c.slurm_conf}" in env_out  # local: the host's Slurm commands, no wrappers
+
+
+def _etc_slurm_snapshot(top: Path = Path("/etc/slurm")) -> list:
+    """Every entry under the host's /etc/slurm: path, mode, owner, mtime, content hash."""
+    if not top.exists():
+        return []
+    found = []
+    for path in sorted([top, *top.rglob("*")]):
+        st = path.lstat()
+        digest = hashlib.sha256(path.read_bytes()).hexdigest() if path.is_file() and not path.is_symlink() else ""
+        found.append((str(path), st.st_mode, st.st_uid, st.st_gid, st.st_mtime_ns, digest))
+    return found
+
+
+def _host_mounts_at(target: str) -> list:
+    return [line for line in Path("/proc/self/mountinfo").read_text().splitlines() if line.split()[4] == target]
+
+
+def test_each_node_finds_the_clusters_config_at_etc_slurm_and_the_hosts_is_untouched(sim_home, tmp_path):
+    """Slurm's commands in a job find the cluster's slurm.conf without SLURM_CONF, as on a
+    production node; the host's own /etc/slurm is never written to or mounted over."""
+    before = _etc_slurm_snapshot()
+    name = f"t{uuid.uuid4().hex[:6]}"
+    up = run_cli(["up", "--name", name, "--nodes", "2"], sim_home, check=True)
+    try:
+        status = json.loads(run_cli(["status", "--name", name, "--json"], sim_home, check=True).stdout)
+        if not status["node_etc_slurm"].startswith("the cluster's config"):
+            # No namespaces (libnss_wrapper) or no /etc/slurm here: status says so.
+            assert "SLURM_CONF" in status["node_etc_slurm"], status["node_etc_slurm"]
+            pytest.skip(f"nodes cannot get /etc/slurm here: {status['node_etc_slurm']}")
+        assert _host_mounts_at("/etc/slurm") == []  # the mounts are the nodes' own
+        c = Cluster(sim_home, name, up)
+        job = write_job(tmp_path / "noconf.sh", f"""
+            #SBATCH --nodes=1 -w node2 --output={tmp_path}/noconf-%j.txt
+            env -u SLURM_CONF srun -n1 hostname | sed 's/^/srun on /'
+            env -u SLURM_CONF scontrol show config | grep ClusterName
+            env -u SLURM_CONF sinfo -h -o 'sinfo: %N'
+        """)
+        job_id = c.run(["sbatch", "--parsable", str(job)]).stdout.strip()
+        assert wait_job(c, job_id) == "COMPLETED"
+        text = (tmp_path / f"noconf-{job_id}.txt").read_text()
+        assert "srun on node2" in text, text
+        assert re.search(rf"^ClusterName\s*=\s*{name}$", text, re.M), text
+        assert "sinfo: node[1-2]" in text, text
+    finally:
+        run_cli(["down", "--name", name], sim_home, check=True)
+    assert _etc_slurm_snapshot() == before
+    assert _host_mounts_at("/etc/slurm") == []
 
 
 def test_each_job_sees_its_nodes_physical_gpu_ids(make_cluster, tmp_path):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import pwd
 import shutil
@@ -16,6 +17,9 @@ from tests.conftest import REPO, TEST_HOME_ROOT, daemons_under
 
 pytestmark = pytest.mark.integration
 TEST_USER = "simcluster-test"
+# Debian's default PATH for ordinary users (/etc/login.defs ENV_PATH, /etc/profile): no
+# /usr/sbin or /sbin, where the packages install slurmd, slurmctld, munged.
+DEBIAN_USER_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games"
 
 
 def _as_user(user: str, argv, env=None, timeout=120) -> subprocess.CompletedProcess:
@@ -47,7 +51,8 @@ def test_rootless_cluster_runs_jobs_as_the_user(unprivileged_user):
     TEST_HOME_ROOT.mkdir(parents=True, exist_ok=True)
     os.chmod(TEST_HOME_ROOT, 0o1777)
     home = TEST_HOME_ROOT / f"rl-{uuid.uuid4().hex[:6]}"
-    env = {"SIMCLUSTER_HOME": str(home), "PYTHONPATH": str(REPO), "HOME": f"/tmp"}
+    # The user's PATH as Debian sets it: simcluster finds the daemons by absolute path.
+    env = {"SIMCLUSTER_HOME": str(home), "PYTHONPATH": str(REPO), "HOME": "/tmp", "PATH": DEBIAN_USER_PATH}
     cli = [sys.executable, "-m", "provisioner"]
     try:
         up = _as_user(unprivileged_user, cli + ["up", "--name", "rl", "--nodes", "2", "--fake-gpus", "2"], env)
@@ -60,6 +65,19 @@ def test_rootless_cluster_runs_jobs_as_the_user(unprivileged_user):
                                            "echo $(id -un):$SLURMD_NODENAME:$CUDA_VISIBLE_DEVICES"], job_env)
         assert out.returncode == 0, out.stderr
         assert sorted(out.stdout.split()) == [f"{unprivileged_user}:node1:0", f"{unprivileged_user}:node2:1"]
+        # A daemon's command line names its program by absolute path (none by bare name).
+        for line in daemons_under(home / "rl"):
+            argv0 = Path(f"/proc/{line.split(':')[0]}/cmdline").read_bytes().split(b"\0")[0].decode()
+            assert argv0.startswith("/"), line
+        # Where the nodes have namespaces, a job finds the cluster's config without SLURM_CONF
+        # at /etc/slurm, as on a production node; status says what they see either way.
+        st = json.loads(_as_user(unprivileged_user, cli + ["status", "--name", "rl", "--json"], env).stdout)
+        if st["node_etc_slurm"].startswith("the cluster's config"):
+            job = _as_user(unprivileged_user, ["srun", "-N1", "-w", "node2", "sh", "-c",
+                                               "env -u SLURM_CONF scontrol show config | grep ClusterName"], job_env)
+            assert job.returncode == 0 and job.stdout.split()[-1] == "rl", job.stdout + job.stderr
+        else:
+            assert "SLURM_CONF" in st["node_etc_slurm"], st["node_etc_slurm"]
         # Every daemon runs as the user, none as root.
         for line in daemons_under(home / "rl"):
             pid = int(line.split(":")[0])

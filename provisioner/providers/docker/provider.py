@@ -4,7 +4,8 @@ Provisioning only makes idle containers (their entrypoint sleeps): the shared st
 start munged, slurmctld and slurmd (and the accounting database) in them through
 DockerExecRunner, as on every backend. Container hostnames are the node names (and
 "slurmctld" for the controller), so MASTER_ADDR from `scontrol show hostnames` resolves
-through Docker's DNS. Configs are mounted read-only at /etc/simcluster; a shared
+through Docker's DNS. Configs are mounted read-only at /etc/simcluster, and at /etc/slurm
+where Slurm's commands find them without SLURM_CONF, as on a production node; a shared
 directory at /shared in every container holds job files.
 
 Containers and the network are labelled (io.simcluster.cluster=<name>, role, node,
@@ -24,7 +25,7 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from docker.errors import DockerException, NotFound
-from docker.types import DeviceRequest
+from docker.types import DeviceRequest, Mount
 
 from provisioner.cluster.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
 from provisioner.cluster.placement import CONTROLLER, Placement
@@ -42,6 +43,9 @@ from provisioner.render import AccountingInputs, RenderInputs
 
 CONTROLLER_HOST = "slurmctld"
 CONFIG_MOUNT = "/etc/simcluster"
+# The same directory again where Slurm's commands look when SLURM_CONF is not set, as on a
+# production node (the image's own /etc/slurm, from the Debian packages, is covered).
+ETC_SLURM = "/etc/slurm"
 SHARED_MOUNT = "/shared"
 # Slurm's and MySQL's default ports: each container has its own network namespace.
 CONTROLLER_PORT, SLURMD_PORT, DBD_PORT, STORAGE_PORT = 6817, 6818, 6819, 3306
@@ -73,6 +77,7 @@ def container_config(spec: ClusterSpec, layout: ClusterLayout, image_tag: str, n
         environment={"SLURM_CONF": f"{CONFIG_MOUNT}/slurm.conf"},
         volumes={str(layout.etc): {"bind": CONFIG_MOUNT, "mode": "ro"},
                  str(layout.root / "shared"): {"bind": SHARED_MOUNT, "mode": "rw"}},
+        mounts=[Mount(ETC_SLURM, str(layout.etc), type="bind", read_only=True)],
         privileged=spec.privileged)
     if node:
         gpus = spec.node(node).gpus
@@ -192,6 +197,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
             client_env={"SIMCLUSTER_CLUSTER": state.name, "SIMCLUSTER_BACKEND": "docker"},
             dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
             controller_where=f"container {container_name(state.name)}",
+            node_etc_slurm=f"the cluster's config (mounted read-only, as {CONFIG_MOUNT} too)",
             usage=(f"use it: simcluster exec --name {state.name} -- sinfo   (job files: {layout.root / 'shared'} "
                    f"= {SHARED_MOUNT} in every node)"),
             install_hint=(f"simcluster image build --train{_slurm_flag(spec)}, then "

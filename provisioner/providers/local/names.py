@@ -26,12 +26,14 @@ from __future__ import annotations
 
 import os
 import random
+import shlex
 import shutil
 import subprocess
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from provisioner.cluster.runner import descendant_pid as daemon_pid  # the slurmd behind namespace_prefix
+from provisioner.cluster.runner import find_binary
 from provisioner.config.types import ClusterSpec
 
 NAMESPACE = "mount-namespace"
@@ -108,9 +110,13 @@ def hosts_file(node_addrs: Dict[str, str], system_hosts: Path = Path("/etc/hosts
 
 
 # After the bind mount: the host name becomes the node's name, taken from the daemon's own
-# `-N NODE` (slurmd's argv), so the prefix is the same for every node.
-_NAMESPACE_SCRIPT = ('mount --bind "$0" /etc/hosts || exit 1; '
-                     'prev=; for a in "$@"; do [ "$prev" = -N ] && { hostname "$a" || exit 1; }; prev=$a; done; '
+# `-N NODE` (slurmd's argv), so the prefix is the same for every node. "$1" (when not empty)
+# is the cluster's config directory, bind-mounted over /etc/slurm: Slurm's commands run in
+# a job without SLURM_CONF find the cluster's slurm.conf where a production node has it
+# (ETC_SLURM). {mount} and {hostname} are the programs' absolute paths (script()).
+_NAMESPACE_SCRIPT = ('{mount} --bind "$0" /etc/hosts || exit 1; '
+                     '[ -z "$1" ] || {mount} --bind "$1" /etc/slurm || exit 1; shift; '
+                     'prev=; for a in "$@"; do [ "$prev" = -N ] && {{ {hostname} "$a" || exit 1; }}; prev=$a; done; '
                      'exec "$@"')
 # With a PID namespace (the node's processes live only as long as it), two more things
 # before the exec: "$1" (when not empty) is the cluster's spool directory, and the node's
@@ -119,14 +125,42 @@ _NAMESPACE_SCRIPT = ('mount --bind "$0" /etc/hosts || exit 1; '
 # rewrites its ~30 KB credential state per launch), and nothing there outlives the node's
 # processes. "$2", where that file and Open MPI's system-wide parameter file
 # (OPENMPI_PARAMS) both exist, is bind-mounted over the latter, so MPI between the virtual nodes of one host takes its loopback
-# settings from there rather than from a TaskProlog (openmpi_params).
-_NAMESPACE_PID_SCRIPT = ('mount --bind "$0" /etc/hosts || exit 1; spool=$1; ompi=$2; shift 2; '
-                         'prev=; for a in "$@"; do [ "$prev" = -N ] && { hostname "$a" || exit 1; '
-                         '[ -z "$spool" ] || mount -t tmpfs -o mode=0755 simcluster-spool "$spool/$a" || exit 1; }; '
+# settings from there rather than from a TaskProlog (openmpi_params). "$3" is the config
+# directory for /etc/slurm, as "$1" above.
+_NAMESPACE_PID_SCRIPT = ('{mount} --bind "$0" /etc/hosts || exit 1; spool=$1; ompi=$2; '
+                         '[ -z "$3" ] || {mount} --bind "$3" /etc/slurm || exit 1; shift 3; '
+                         'prev=; for a in "$@"; do [ "$prev" = -N ] && {{ {hostname} "$a" || exit 1; '
+                         '[ -z "$spool" ] || {mount} -t tmpfs -o mode=0755 simcluster-spool "$spool/$a" || exit 1; }}; '
                          'prev=$a; done; '
                          'if [ -f "$ompi" ] && [ -f /etc/openmpi/openmpi-mca-params.conf ]; then '
-                         'mount --bind "$ompi" /etc/openmpi/openmpi-mca-params.conf || exit 1; fi; '
+                         '{mount} --bind "$ompi" /etc/openmpi/openmpi-mca-params.conf || exit 1; fi; '
                          'exec "$@"')
+# Where Slurm's commands look for slurm.conf when SLURM_CONF is not set (Debian's packages:
+# slurm-client and slurmd ship the directory). A node's mount namespace gets the cluster's
+# config directory over it; the host's own is never written to, and where the host has no
+# such directory none is made (a mount needs a directory to cover): nodes then find the
+# config through SLURM_CONF only, and the placement says so (etc_slurm_note).
+ETC_SLURM = "/etc/slurm"
+
+
+def script(template: str) -> str:
+    """A namespace script with its programs by absolute path (the caller's PATH may lack
+    the directory: Debian's default PATH for users has no /usr/sbin or /sbin)."""
+    return template.format(mount=shlex.quote(find_binary("mount") or "mount"),
+                            hostname=shlex.quote(find_binary("hostname") or "hostname"))
+
+
+def etc_slurm_note(in_namespace: bool, etc_slurm: Path = Path(ETC_SLURM)) -> str:
+    """What the nodes see at /etc/slurm, said by `status` (empty: the cluster's config)."""
+    if not in_namespace:
+        return ("no namespaces here (libnss_wrapper): nodes see this host's /etc/slurm, not the cluster's; "
+                "Slurm commands in jobs need SLURM_CONF")
+    if not etc_slurm.is_dir():
+        return (f"this host has no {etc_slurm} to mount the cluster's config over (simcluster does not create it): "
+                "Slurm commands in jobs need SLURM_CONF")
+    return ""
+
+
 OPENMPI_PARAMS = "/etc/openmpi/openmpi-mca-params.conf"  # Debian's Open MPI (sysconfdir /etc/openmpi)
 # What nodes of one host need (the TaskProlog's comment says why); the keys are taken out
 # of the system's own file, the rest of it is kept.
@@ -167,14 +201,15 @@ PID_INITS = ("tini", "tini-static", "docker-init")
 def pid_init() -> Optional[str]:
     """The path of a tini on this host, or None."""
     for name in PID_INITS:
-        path = shutil.which(name)
+        path = find_binary(name)
         if path:
             return path
     return None
 
 
 def namespace_prefix(hosts: str, uid: int, gid: int, init: Optional[str] = None,
-                     spool: Optional[str] = None, ompi: Optional[str] = None) -> List[str]:
+                     spool: Optional[str] = None, ompi: Optional[str] = None,
+                     etc: Optional[str] = None) -> List[str]:
     """The argv prefix that starts a daemon in mount and UTS namespaces of its own where
     ``hosts`` is /etc/hosts and the host name is the node's (the value after ``-N`` in the
     daemon's argv), as on a host of its own: `hostname` in a job prints node1, and tools
@@ -194,7 +229,8 @@ def namespace_prefix(hosts: str, uid: int, gid: int, init: Optional[str] = None,
     gets (:func:`daemon_pid`, which is cluster/runner.py's descendant_pid, finds it). With
     ``spool`` too, the node's spool directory
     (``spool``/<node>) is a tmpfs of the namespace, and with ``ompi`` (a file) that file is
-    the node's Open MPI parameter file (see _NAMESPACE_PID_SCRIPT). Without
+    the node's Open MPI parameter file (see _NAMESPACE_PID_SCRIPT). With ``etc`` (the
+    cluster's config directory), that directory is the node's /etc/slurm (ETC_SLURM). Without
     ``init`` the daemon keeps the pid it was started with (unshare and sh exec, they do
     not fork), and its spool directory stays on disk, where a restarted slurmd finds the
     job steps that outlived the old one.
@@ -202,21 +238,26 @@ def namespace_prefix(hosts: str, uid: int, gid: int, init: Optional[str] = None,
     As root one `unshare` does it. Rootless, only a user namespace grants the right to
     mount: the outer one maps the user to root to mount, the inner one maps the user back
     to itself, so slurmd and its jobs run as the user, as they would without it.
+
+    Every program is named by its absolute path (find_binary), since the caller's PATH may
+    not reach it: `unshare` execs the next word of the argv by PATH lookup.
     """
     pid_ns = ["--pid", "--fork", "--kill-child", "--mount-proc"] if init else []
-    script = [init, "--", "sh", "-c", _NAMESPACE_PID_SCRIPT, hosts, spool or "", ompi or ""] if init else \
-        ["sh", "-c", _NAMESPACE_SCRIPT, hosts]
+    unshare, sh = find_binary("unshare") or "unshare", find_binary("sh") or "/bin/sh"
+    argv = [init, "--", sh, "-c", script(_NAMESPACE_PID_SCRIPT), hosts, spool or "", ompi or "", etc or ""] if init \
+        else [sh, "-c", script(_NAMESPACE_SCRIPT), hosts, etc or ""]
     if uid == 0:
-        return ["unshare", "--mount", "--uts", *pid_ns, "--propagation", "private", *script]
-    return ["unshare", "--user", "--map-root-user", "--mount", "--uts", *pid_ns, "--propagation", "private",
-            *script, "unshare", "--user", f"--map-user={uid}", f"--map-group={gid}"]
+        return [unshare, "--mount", "--uts", *pid_ns, "--propagation", "private", *argv]
+    return [unshare, "--user", "--map-root-user", "--mount", "--uts", *pid_ns, "--propagation", "private",
+            *argv, unshare, "--user", f"--map-user={uid}", f"--map-group={gid}"]
 
 
 def namespaces_work(hosts: Path, init: Optional[str] = None) -> bool:
     """True if a daemon can be started behind :func:`namespace_prefix` here (a container
     without CAP_SYS_ADMIN or with user namespaces blocked cannot; one may allow mount
     namespaces but refuse a PID namespace or mounting /proc)."""
-    argv = namespace_prefix(str(hosts), os.getuid(), os.getgid(), init) + ["true", "-N", "simcluster-probe"]
+    argv = namespace_prefix(str(hosts), os.getuid(), os.getgid(), init) + [find_binary("true") or "true", "-N",
+                                                                            "simcluster-probe"]
     try:
         return subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                               timeout=10).returncode == 0

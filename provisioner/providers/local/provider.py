@@ -125,8 +125,12 @@ class LocalProvider(Provider, Stoppable, NodeProcesses):
         init = names.pid_init() if in_namespace and state.provider_data.get("pid_namespace") else None
         # The Open MPI parameter file is written with the configs where the host has Debian's
         # Open MPI; the nodes mount it where both exist.
+        # Each node's /etc/slurm is the cluster's config directory, where the host has one to
+        # cover (names.ETC_SLURM); the mount is the node's own, the host's directory stays as it is.
+        etc_note = names.etc_slurm_note(in_namespace)
+        etc = None if etc_note else str(layout.etc)
         prefix = names.namespace_prefix(str(layout.hosts_file), os.getuid(), os.getgid(), init, str(layout.spool),
-                                        str(layout.etc / OPENMPI_PARAMS_FILE)) if in_namespace else []
+                                        str(layout.etc / OPENMPI_PARAMS_FILE), etc) if in_namespace else []
         extra_files = {"hosts": names.hosts_file(node_addrs, ipv6_mapped=not in_namespace)}
         ompi_params = names.openmpi_params() if init else None
         if ompi_params:
@@ -143,6 +147,7 @@ class LocalProvider(Provider, Stoppable, NodeProcesses):
             # Jobs run on this same host: the python running simcluster (its venv) is theirs.
             python_bin=str(Path(sys.executable).parent), gpus_renumbered=False,
             extra_files=extra_files, slurmd_prefix=tuple(prefix), slurmd_forks=init is not None,
+            node_etc_slurm=etc_note or "the cluster's config (mounted in each node's own mount namespace)",
             client_env={"SLURM_CONF": str(layout.slurm_conf), "SIMCLUSTER_CLUSTER": state.name},
             dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
             usage=f'use it: eval "$(simcluster env --name {state.name})"; sinfo',

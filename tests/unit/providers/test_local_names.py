@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 
+from provisioner.cluster import runner
 from provisioner.providers.local import names
 from tests.unit.conftest import spec_from
 
@@ -39,10 +40,11 @@ def test_hosts_file_has_one_line_per_address_and_no_node_name_twice(tmp_path):
 
 
 def test_namespace_prefix_keeps_the_user_when_rootless():
+    unshare = runner.find_binary("unshare")
     root = names.namespace_prefix("/s/etc/hosts", 0, 0)
-    assert root[:3] == ["unshare", "--mount", "--uts"] and "--user" not in root and root[-1] == "/s/etc/hosts"
+    assert root[:3] == [unshare, "--mount", "--uts"] and "--user" not in root and root[-2:] == ["/s/etc/hosts", ""]
     user = names.namespace_prefix("/s/etc/hosts", 1001, 1002)
-    assert user[-4:] == ["unshare", "--user", "--map-user=1001", "--map-group=1002"]
+    assert user[-4:] == [unshare, "--user", "--map-user=1001", "--map-group=1002"]
 
 
 def test_namespace_prefix_with_an_init_adds_a_pid_namespace_and_the_spool_tmpfs():
@@ -52,11 +54,12 @@ def test_namespace_prefix_with_an_init_adds_a_pid_namespace_and_the_spool_tmpfs(
     for flag in ("--pid", "--fork", "--kill-child", "--mount-proc"):
         assert flag in root
     i = root.index("/usr/bin/tini")
-    assert root[i:i + 3] == ["/usr/bin/tini", "--", "sh"]
-    assert root[-3:] == ["/s/etc/hosts", "/s/spool", "/s/etc/ompi.conf"]
+    assert root[i:i + 3] == ["/usr/bin/tini", "--", runner.find_binary("sh")]
+    assert root[-4:] == ["/s/etc/hosts", "/s/spool", "/s/etc/ompi.conf", ""]
     assert "tmpfs" in root[i + 4] and names.OPENMPI_PARAMS in root[i + 4]
     user = names.namespace_prefix("/s/etc/hosts", 1001, 1002, "/usr/bin/tini", "/s/spool")
-    assert "--pid" in user and user[-4:] == ["unshare", "--user", "--map-user=1001", "--map-group=1002"]
+    assert "--pid" in user and user[-4:] == [runner.find_binary("unshare"), "--user", "--map-user=1001",
+                                             "--map-group=1002"]
 
 
 def test_daemon_pid_finds_the_program_among_the_descendants(tmp_path):

@@ -20,6 +20,9 @@ def test_real_gpus_are_a_device_request_per_node_and_the_controller_carries_the_
     assert node["hostname"] == "node2" and node["init"] and not node["privileged"]
     assert node["device_requests"][0]["DeviceIDs"] == ["7,3"]
     assert node["volumes"][str(layout.etc)] == {"bind": "/etc/simcluster", "mode": "ro"}
+    # ... and again where Slurm's commands look without SLURM_CONF, read-only too.
+    assert [(m["Target"], m["Source"], m["Type"], m["ReadOnly"]) for m in node["mounts"]] == \
+        [("/etc/slurm", str(layout.etc), "bind", True)]
     assert LABEL_SPEC_JSON not in node["labels"] and node["labels"][LABEL_CLUSTER] == s.name
 
     fake = ClusterSpec.from_dict({**s.to_dict(), "fake_gpus": True, "privileged": True})

@@ -1,0 +1,92 @@
+"""The local backend's daemons are named by absolute path, whatever the caller's PATH: an
+ordinary user's PATH on Debian has no /usr/sbin, where slurmd, slurmctld and munged are,
+and a program handed to `unshare` or `tini` by bare name is looked up on that PATH."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from provisioner.cluster import daemons, runner
+from provisioner.cluster.handle import Cluster
+from provisioner.cluster.state import ClusterState
+from provisioner.providers.local import names
+from provisioner.providers.local.provider import LocalProvider
+from tests.unit.conftest import spec_from
+
+DEBIAN_USER_PATH = "/usr/local/bin:/usr/bin:/bin:/usr/local/games:/usr/games"
+DAEMONS = ("slurmd", "slurmctld", "munged", "slurmdbd", "mariadbd")
+
+
+@pytest.fixture
+def sbin(tmp_path, monkeypatch):
+    """A system directory, searched after PATH, holding the daemons (as /usr/sbin does);
+    PATH is Debian's default for users."""
+    d = tmp_path / "sbin"
+    d.mkdir()
+    for name in DAEMONS:
+        exe = d / name
+        exe.write_text("#!/bin/sh\n")
+        exe.chmod(0o755)
+    monkeypatch.setattr(runner, "SYSTEM_DIRS", (str(d), *runner.SYSTEM_DIRS))
+    monkeypatch.setenv("PATH", DEBIAN_USER_PATH)
+    return d
+
+
+def test_find_binary_looks_past_the_users_path(sbin):
+    assert runner.find_binary("slurmd") == f"{sbin}/slurmd"
+    assert runner.find_binary("sh") in ("/usr/bin/sh", "/bin/sh")  # PATH first
+    assert runner.find_binary("no-such-program-here") is None
+    assert runner.find_binary("/opt/x/slurmd") == "/opt/x/slurmd"
+
+
+def _cluster(root: Path, pid_namespace: bool) -> Cluster:
+    spec = spec_from({"name": root.name, "nodes": 2})
+    for sub in ("etc", "log", "run", "spool"):
+        (root / sub).mkdir(parents=True, exist_ok=True)
+    st = ClusterState(name=spec.name, backend="local", spec=spec.to_dict(), root=str(root), hostname="simhost",
+                      user="u", controller_port=21000, node_ports={"node1": 21001, "node2": 21002})
+    st.provider_data = {"resolver": names.NAMESPACE, "pid_namespace": pid_namespace, "task_prolog": False,
+                        "node_addrs": {"node1": "127.9.0.1", "node2": "127.9.0.2"}}
+    provider = LocalProvider()
+    st.placement = provider.placement(st).to_dict()
+    return Cluster(st, provider)
+
+
+@pytest.mark.parametrize("pid_namespace", [True, False])
+def test_every_daemon_argv_names_its_programs_by_absolute_path(sbin, tmp_path, pid_namespace):
+    c = _cluster(tmp_path / "c", pid_namespace)
+    for argv in (daemons.munged_argv(c), daemons.slurmctld_argv(c), daemons.slurmdbd_argv(c),
+                 daemons.slurmd_argv(c, "node1")):
+        assert os.path.isabs(argv[0]), argv
+    argv = daemons.slurmd_argv(c, "node1")
+    assert argv[0] == runner.find_binary("unshare")  # the namespace prefix comes first ...
+    assert f"{sbin}/slurmd" in argv and "slurmd" not in argv  # ... and slurmd behind it is absolute too
+    i = argv.index("-c")
+    assert os.path.isabs(argv[i - 1])  # the shell
+    if pid_namespace and names.pid_init():
+        assert os.path.isabs(argv[argv.index("--") - 1])  # tini
+    # mount and hostname by path inside the script too: no command word is a bare name.
+    script = argv[i + 1]
+    assert not re.search(r"(^|[;{|&] *)(mount|hostname) ", script), script
+    assert f"{runner.find_binary('mount')} --bind" in script and f"{runner.find_binary('hostname')} " in script
+
+
+def test_host_runner_names_programs_by_path_other_runners_leave_it_to_their_machine(sbin):
+    assert runner.HostRunner().program("munged") == f"{sbin}/munged"
+    assert runner.Runner().program("munged") == "munged"  # a container's root has sbin on its PATH
+
+
+def test_nodes_get_the_clusters_config_at_etc_slurm_only_where_the_host_has_the_directory(tmp_path):
+    assert names.etc_slurm_note(True, tmp_path) == ""  # a directory to mount over: the cluster's config
+    missing = names.etc_slurm_note(True, tmp_path / "absent")
+    assert "does not create it" in missing and "SLURM_CONF" in missing
+    assert "libnss_wrapper" in names.etc_slurm_note(False, tmp_path)
+    prefix = names.namespace_prefix("/s/etc/hosts", 0, 0, "/usr/bin/tini", "/s/spool", "/s/ompi", "/s/etc")
+    assert prefix[-4:] == ["/s/etc/hosts", "/s/spool", "/s/ompi", "/s/etc"] and "/etc/slurm" in prefix[-5]
+    plain = names.namespace_prefix("/s/etc/hosts", 0, 0, etc="/s/etc")
+    assert plain[-2:] == ["/s/etc/hosts", "/s/etc"] and "/etc/slurm" in plain[-3]
+    assert names.namespace_prefix("/s/etc/hosts", 0, 0)[-1] == ""  # none: /etc/slurm is left as it is
