@@ -29,6 +29,7 @@ import random
 import shlex
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -109,31 +110,25 @@ def hosts_file(node_addrs: Dict[str, str], system_hosts: Path = Path("/etc/hosts
     return "\n".join(lines) + "\n"
 
 
-# After the bind mount: the host name becomes the node's name, taken from the daemon's own
-# `-N NODE` (slurmd's argv), so the prefix is the same for every node. "$1" (when not empty)
-# is the cluster's config directory, bind-mounted over /etc/slurm: Slurm's commands run in
-# a job without SLURM_CONF find the cluster's slurm.conf where a production node has it
-# (ETC_SLURM). {mount} and {hostname} are the programs' absolute paths (script()).
-_NAMESPACE_SCRIPT = ('{mount} --bind "$0" /etc/hosts || exit 1; '
-                     '[ -z "$1" ] || {mount} --bind "$1" /etc/slurm || exit 1; shift; '
+# First the node's bind mounts, all of them with one `mount -a` (one program started per
+# node, not one per mount: `up` starts every slurmd at once) from the cluster's fstab
+# ("$0", made by node_fstab): the cluster's hosts file over /etc/hosts, its config
+# directory over /etc/slurm, Open MPI's parameter file. Then the host name becomes the
+# node's name, taken from the daemon's own `-N NODE` (slurmd's argv), so the prefix is the
+# same for every node. {mount} and {hostname} are the programs' absolute paths (script()).
+_NAMESPACE_SCRIPT = ('{mount} -a --no-canonicalize -T "$0" || exit 1; '
                      'prev=; for a in "$@"; do [ "$prev" = -N ] && {{ {hostname} "$a" || exit 1; }}; prev=$a; done; '
                      'exec "$@"')
-# With a PID namespace (the node's processes live only as long as it), two more things
+# With a PID namespace (the node's processes live only as long as it), one more thing
 # before the exec: "$1" (when not empty) is the cluster's spool directory, and the node's
 # part of it, <$1>/<node>, becomes a tmpfs, as many clusters keep /var/spool/slurmd in
 # memory: every job step writes there (its batch script, socket, topology file; slurmd
 # rewrites its ~30 KB credential state per launch), and nothing there outlives the node's
-# processes. "$2", where that file and Open MPI's system-wide parameter file
-# (OPENMPI_PARAMS) both exist, is bind-mounted over the latter, so MPI between the virtual nodes of one host takes its loopback
-# settings from there rather than from a TaskProlog (openmpi_params). "$3" is the config
-# directory for /etc/slurm, as "$1" above.
-_NAMESPACE_PID_SCRIPT = ('{mount} --bind "$0" /etc/hosts || exit 1; spool=$1; ompi=$2; '
-                         '[ -z "$3" ] || {mount} --bind "$3" /etc/slurm || exit 1; shift 3; '
+# processes.
+_NAMESPACE_PID_SCRIPT = ('{mount} -a --no-canonicalize -T "$0" || exit 1; spool=$1; shift; '
                          'prev=; for a in "$@"; do [ "$prev" = -N ] && {{ {hostname} "$a" || exit 1; '
                          '[ -z "$spool" ] || {mount} -t tmpfs -o mode=0755 simcluster-spool "$spool/$a" || exit 1; }}; '
                          'prev=$a; done; '
-                         'if [ -f "$ompi" ] && [ -f /etc/openmpi/openmpi-mca-params.conf ]; then '
-                         '{mount} --bind "$ompi" /etc/openmpi/openmpi-mca-params.conf || exit 1; fi; '
                          'exec "$@"')
 # Where Slurm's commands look for slurm.conf when SLURM_CONF is not set (Debian's packages:
 # slurm-client and slurmd ship the directory). A node's mount namespace gets the cluster's
@@ -141,6 +136,20 @@ _NAMESPACE_PID_SCRIPT = ('{mount} --bind "$0" /etc/hosts || exit 1; spool=$1; om
 # such directory none is made (a mount needs a directory to cover): nodes then find the
 # config through SLURM_CONF only, and the placement says so (etc_slurm_note).
 ETC_SLURM = "/etc/slurm"
+HOSTS = "/etc/hosts"
+FSTAB_FILE = "node-mounts.fstab"  # in the cluster's config directory
+
+
+def _fstab_path(path: str) -> str:
+    return "".join(f"\\{ord(ch):03o}" if ch in " \t\n\\" else ch for ch in path)
+
+
+def node_fstab(mounts: List[Tuple[str, str]]) -> str:
+    """The fstab that each node's namespace mounts (``mounts``: (file or directory, over
+    what), in order), all bind mounts; paths escaped as fstab(5) wants (a space is \\040)."""
+    lines = ["# simcluster: bind mounts made in each node's own mount namespace (never the host's)."]
+    lines += [f"{_fstab_path(src)} {_fstab_path(dst)} none bind 0 0" for src, dst in mounts]
+    return "\n".join(lines) + "\n"
 
 
 def script(template: str) -> str:
@@ -207,11 +216,11 @@ def pid_init() -> Optional[str]:
     return None
 
 
-def namespace_prefix(hosts: str, uid: int, gid: int, init: Optional[str] = None,
-                     spool: Optional[str] = None, ompi: Optional[str] = None,
-                     etc: Optional[str] = None) -> List[str]:
-    """The argv prefix that starts a daemon in mount and UTS namespaces of its own where
-    ``hosts`` is /etc/hosts and the host name is the node's (the value after ``-N`` in the
+def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
+                     spool: Optional[str] = None) -> List[str]:
+    """The argv prefix that starts a daemon in mount and UTS namespaces of its own with the
+    bind mounts of ``fstab`` (node_fstab: the cluster's hosts file as /etc/hosts, its config
+    directory as /etc/slurm, ...), and the host name the node's (the value after ``-N`` in the
     daemon's argv), as on a host of its own: `hostname` in a job prints node1, and tools
     that find "am I that host?" by comparing names (torchrun's c10d rendezvous decides so
     which node serves the store) answer as on a real cluster.
@@ -228,9 +237,7 @@ def namespace_prefix(hosts: str, uid: int, gid: int, init: Optional[str] = None,
     takes its jobs with it. The daemon's pid is then tini's child's, not the one `unshare`
     gets (:func:`daemon_pid`, which is cluster/runner.py's descendant_pid, finds it). With
     ``spool`` too, the node's spool directory
-    (``spool``/<node>) is a tmpfs of the namespace, and with ``ompi`` (a file) that file is
-    the node's Open MPI parameter file (see _NAMESPACE_PID_SCRIPT). With ``etc`` (the
-    cluster's config directory), that directory is the node's /etc/slurm (ETC_SLURM). Without
+    (``spool``/<node>) is a tmpfs of the namespace (see _NAMESPACE_PID_SCRIPT). Without
     ``init`` the daemon keeps the pid it was started with (unshare and sh exec, they do
     not fork), and its spool directory stays on disk, where a restarted slurmd finds the
     job steps that outlived the old one.
@@ -244,8 +251,8 @@ def namespace_prefix(hosts: str, uid: int, gid: int, init: Optional[str] = None,
     """
     pid_ns = ["--pid", "--fork", "--kill-child", "--mount-proc"] if init else []
     unshare, sh = find_binary("unshare") or "unshare", find_binary("sh") or "/bin/sh"
-    argv = [init, "--", sh, "-c", script(_NAMESPACE_PID_SCRIPT), hosts, spool or "", ompi or "", etc or ""] if init \
-        else [sh, "-c", script(_NAMESPACE_SCRIPT), hosts, etc or ""]
+    argv = [init, "--", sh, "-c", script(_NAMESPACE_PID_SCRIPT), fstab, spool or ""] if init \
+        else [sh, "-c", script(_NAMESPACE_SCRIPT), fstab]
     if uid == 0:
         return [unshare, "--mount", "--uts", *pid_ns, "--propagation", "private", *argv]
     return [unshare, "--user", "--map-root-user", "--mount", "--uts", *pid_ns, "--propagation", "private",
@@ -255,11 +262,15 @@ def namespace_prefix(hosts: str, uid: int, gid: int, init: Optional[str] = None,
 def namespaces_work(hosts: Path, init: Optional[str] = None) -> bool:
     """True if a daemon can be started behind :func:`namespace_prefix` here (a container
     without CAP_SYS_ADMIN or with user namespaces blocked cannot; one may allow mount
-    namespaces but refuse a PID namespace or mounting /proc)."""
-    argv = namespace_prefix(str(hosts), os.getuid(), os.getgid(), init) + [find_binary("true") or "true", "-N",
-                                                                            "simcluster-probe"]
-    try:
-        return subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=10).returncode == 0
-    except (OSError, subprocess.TimeoutExpired):
-        return False
+    namespaces but refuse a PID namespace or mounting /proc). The probe mounts ``hosts``
+    over /etc/hosts in a namespace of its own (the host's stays as it is)."""
+    with tempfile.NamedTemporaryFile("w", prefix="simcluster-probe-", suffix=".fstab") as fstab:
+        fstab.write(node_fstab([(str(hosts), HOSTS)]))
+        fstab.flush()
+        argv = namespace_prefix(fstab.name, os.getuid(), os.getgid(), init) + [find_binary("true") or "true", "-N",
+                                                                                "simcluster-probe"]
+        try:
+            return subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                  timeout=10).returncode == 0
+        except (OSError, subprocess.TimeoutExpired):
+            return False

@@ -123,18 +123,23 @@ class LocalProvider(Provider, Stoppable, NodeProcesses):
         # A cluster made with PID namespaces keeps them; if tini has gone since, its nodes
         # start without one (jobs still run, only process scans cost more).
         init = names.pid_init() if in_namespace and state.provider_data.get("pid_namespace") else None
-        # The Open MPI parameter file is written with the configs where the host has Debian's
-        # Open MPI; the nodes mount it where both exist.
-        # Each node's /etc/slurm is the cluster's config directory, where the host has one to
-        # cover (names.ETC_SLURM); the mount is the node's own, the host's directory stays as it is.
-        etc_note = names.etc_slurm_note(in_namespace)
-        etc = None if etc_note else str(layout.etc)
-        prefix = names.namespace_prefix(str(layout.hosts_file), os.getuid(), os.getgid(), init, str(layout.spool),
-                                        str(layout.etc / OPENMPI_PARAMS_FILE), etc) if in_namespace else []
         extra_files = {"hosts": names.hosts_file(node_addrs, ipv6_mapped=not in_namespace)}
+        # What each node's mount namespace mounts (names.node_fstab): the cluster's hosts file;
+        # its config directory as /etc/slurm where the host has that directory to cover
+        # (names.ETC_SLURM: the mount is the node's own, the host's directory stays as it is);
+        # and Open MPI's parameter file, written with the configs where the host has Debian's
+        # Open MPI.
+        etc_note = names.etc_slurm_note(in_namespace)
+        mounts = [(str(layout.hosts_file), names.HOSTS)] + ([] if etc_note else [(str(layout.etc), names.ETC_SLURM)])
         ompi_params = names.openmpi_params() if init else None
         if ompi_params:
             extra_files[OPENMPI_PARAMS_FILE] = ompi_params
+            mounts.append((str(layout.etc / OPENMPI_PARAMS_FILE), names.OPENMPI_PARAMS))
+        prefix = []
+        if in_namespace:
+            extra_files[names.FSTAB_FILE] = names.node_fstab(mounts)
+            prefix = names.namespace_prefix(str(layout.etc / names.FSTAB_FILE), os.getuid(), os.getgid(), init,
+                                            str(layout.spool))
         # Clusters made before this choice was recorded keep their TaskProlog.
         task_prolog = init is None or state.provider_data.get("task_prolog", True)
         render = RenderInputs(paths=NodePaths.of_layout(layout), hostname=state.hostname, slurm_user=state.user,

@@ -72,7 +72,7 @@ def test_every_daemon_argv_names_its_programs_by_absolute_path(sbin, tmp_path, p
     # mount and hostname by path inside the script too: no command word is a bare name.
     script = argv[i + 1]
     assert not re.search(r"(^|[;{|&] *)(mount|hostname) ", script), script
-    assert f"{runner.find_binary('mount')} --bind" in script and f"{runner.find_binary('hostname')} " in script
+    assert f"{runner.find_binary('mount')} -a " in script and f"{runner.find_binary('hostname')} " in script
 
 
 def test_host_runner_names_programs_by_path_other_runners_leave_it_to_their_machine(sbin):
@@ -85,8 +85,16 @@ def test_nodes_get_the_clusters_config_at_etc_slurm_only_where_the_host_has_the_
     missing = names.etc_slurm_note(True, tmp_path / "absent")
     assert "does not create it" in missing and "SLURM_CONF" in missing
     assert "libnss_wrapper" in names.etc_slurm_note(False, tmp_path)
-    prefix = names.namespace_prefix("/s/etc/hosts", 0, 0, "/usr/bin/tini", "/s/spool", "/s/ompi", "/s/etc")
-    assert prefix[-4:] == ["/s/etc/hosts", "/s/spool", "/s/ompi", "/s/etc"] and "/etc/slurm" in prefix[-5]
-    plain = names.namespace_prefix("/s/etc/hosts", 0, 0, etc="/s/etc")
-    assert plain[-2:] == ["/s/etc/hosts", "/s/etc"] and "/etc/slurm" in plain[-3]
-    assert names.namespace_prefix("/s/etc/hosts", 0, 0)[-1] == ""  # none: /etc/slurm is left as it is
+
+
+def test_the_placement_mounts_the_config_directory_over_etc_slurm_in_the_nodes_fstab(tmp_path):
+    c = _cluster(tmp_path / "c", True)
+    fstab = c.placement.extra_files.get(names.FSTAB_FILE, "")
+    lines = [line.split() for line in fstab.splitlines() if not line.startswith("#")]
+    assert [f"{c.state.root}/etc/hosts", "/etc/hosts"] == lines[0][:2]
+    if Path(names.ETC_SLURM).is_dir():
+        assert [f"{c.state.root}/etc", "/etc/slurm", "none", "bind"] in [line[:4] for line in lines]
+        assert c.placement.node_etc_slurm.startswith("the cluster's config")
+    else:
+        assert "/etc/slurm" not in fstab and "SLURM_CONF" in c.placement.node_etc_slurm
+    assert f"{c.state.root}/etc/{names.FSTAB_FILE}" in c.placement.slurmd_prefix

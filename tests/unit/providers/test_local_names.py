@@ -41,25 +41,32 @@ def test_hosts_file_has_one_line_per_address_and_no_node_name_twice(tmp_path):
 
 def test_namespace_prefix_keeps_the_user_when_rootless():
     unshare = runner.find_binary("unshare")
-    root = names.namespace_prefix("/s/etc/hosts", 0, 0)
-    assert root[:3] == [unshare, "--mount", "--uts"] and "--user" not in root and root[-2:] == ["/s/etc/hosts", ""]
-    user = names.namespace_prefix("/s/etc/hosts", 1001, 1002)
+    root = names.namespace_prefix("/s/etc/node-mounts.fstab", 0, 0)
+    assert root[:3] == [unshare, "--mount", "--uts"] and "--user" not in root
+    assert root[-1] == "/s/etc/node-mounts.fstab" and "-a --no-canonicalize -T" in root[-2]
+    user = names.namespace_prefix("/s/etc/node-mounts.fstab", 1001, 1002)
     assert user[-4:] == [unshare, "--user", "--map-user=1001", "--map-group=1002"]
 
 
 def test_namespace_prefix_with_an_init_adds_a_pid_namespace_and_the_spool_tmpfs():
-    plain = names.namespace_prefix("/s/etc/hosts", 0, 0, spool="/s/spool")
+    plain = names.namespace_prefix("/s/etc/node-mounts.fstab", 0, 0, spool="/s/spool")
     assert "--pid" not in plain and "/s/spool" not in plain  # no init: no PID namespace, spool on disk
-    root = names.namespace_prefix("/s/etc/hosts", 0, 0, "/usr/bin/tini", "/s/spool", "/s/etc/ompi.conf")
+    root = names.namespace_prefix("/s/etc/node-mounts.fstab", 0, 0, "/usr/bin/tini", "/s/spool")
     for flag in ("--pid", "--fork", "--kill-child", "--mount-proc"):
         assert flag in root
     i = root.index("/usr/bin/tini")
     assert root[i:i + 3] == ["/usr/bin/tini", "--", runner.find_binary("sh")]
-    assert root[-4:] == ["/s/etc/hosts", "/s/spool", "/s/etc/ompi.conf", ""]
-    assert "tmpfs" in root[i + 4] and names.OPENMPI_PARAMS in root[i + 4]
-    user = names.namespace_prefix("/s/etc/hosts", 1001, 1002, "/usr/bin/tini", "/s/spool")
+    assert root[-2:] == ["/s/etc/node-mounts.fstab", "/s/spool"]
+    assert "tmpfs" in root[i + 4] and "-T \"$0\"" in root[i + 4]
+    user = names.namespace_prefix("/s/etc/node-mounts.fstab", 1001, 1002, "/usr/bin/tini", "/s/spool")
     assert "--pid" in user and user[-4:] == [runner.find_binary("unshare"), "--user", "--map-user=1001",
                                              "--map-group=1002"]
+
+
+def test_node_fstab_binds_each_mount_in_order_with_paths_escaped():
+    text = names.node_fstab([("/h/my cluster/etc/hosts", "/etc/hosts"), ("/h/my cluster/etc", "/etc/slurm")])
+    assert text.splitlines()[1:] == ["/h/my\\040cluster/etc/hosts /etc/hosts none bind 0 0",
+                                     "/h/my\\040cluster/etc /etc/slurm none bind 0 0"]
 
 
 def test_daemon_pid_finds_the_program_among_the_descendants(tmp_path):
