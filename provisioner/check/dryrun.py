@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -28,8 +29,13 @@ from provisioner.check.launch import classify
 from provisioner.check.parse import parse_script
 from provisioner.check.rules import ERROR, WARNING, Finding, LOOPBACK_RE, context_of
 from provisioner.check.shape import Shape, shape_of
+from provisioner.cluster.state import simcluster_home
 from provisioner.cluster.wait import WaitTimeout, poll_until
+from provisioner.clusters import down, load, up
+from provisioner.config import load_spec
+from provisioner.config.overrides import spec_overrides
 from provisioner.errors import SimclusterError, UsageError
+from provisioner.providers import provider_named
 
 TOOLS = ("python", "python3", "torchrun", "deepspeed", "accelerate")
 MAX_NODES = 64
@@ -103,8 +109,6 @@ def _shims(bin_dir: Path, real: bool) -> Dict[str, str]:
 
 def cluster_spec(shape: Shape, name: str):
     """The ClusterSpec of the throwaway cluster: the header's shape, fake GPUs."""
-    from provisioner.config import load_spec
-    from provisioner.config.overrides import spec_overrides
     nodes = shape.nodes_max
     if nodes > MAX_NODES:
         raise UsageError(f"--run makes at most {MAX_NODES} nodes; the script asks for {nodes}",
@@ -119,8 +123,6 @@ def dry_run(path: str, text: str, real: bool = False, timeout: float = 120.0,
             progress: Callable[[str], None] = lambda m: None, nodes: Optional[int] = None) -> RunResult:
     """Run ``path`` on a throwaway cluster and check what its processes would get (``nodes``:
     the sbatch -N it is submitted with; a clearly multi-node script without --nodes gets 2)."""
-    from provisioner.clusters import down, up
-    from provisioner.providers import provider_named
     script = parse_script(path, text)
     shape = context_of(script, nodes).shape
     name = "chk-" + uuid.uuid4().hex[:6]
@@ -150,11 +152,9 @@ def dry_run(path: str, text: str, real: bool = False, timeout: float = 120.0,
                 progress(f" - cluster {name} removed")
             except SimclusterError as exc:  # nothing left to remove: up failed and cleaned up itself
                 progress(f" - cluster {name}: {exc.one_line()}")
-        import shutil
         shutil.rmtree(scratch, ignore_errors=True)
         # the per-name lock file `up`/`down` leave in $SIMCLUSTER_HOME: this random name is
         # never used again, so it would only pile up
-        from provisioner.cluster.state import simcluster_home
         (simcluster_home() / f".{name}.lock").unlink(missing_ok=True)
     result.findings = collisions(result, script)
     return result
@@ -166,7 +166,6 @@ def _raise_interrupt(signum, frame):
 
 def _submit_and_wait(result: RunResult, spec, script, path: str, scratch: Path, records: Path, real: bool,
                      timeout: float, progress) -> None:
-    from provisioner.clusters import load
     cluster = load(spec.name)
     env = _shims(scratch / "bin", real)
     env["SIMCLUSTER_CHECK_DIR"] = str(records)

@@ -55,6 +55,7 @@ def spec_options(only=SPEC_KEYWORDS):
 
 def load_spec_from_options(name: Optional[str], options: Dict):
     """The ClusterSpec the spec flags describe (the YAML of --config, with the flags over it)."""
+    # lazy: the spec loader (YAML, validation) loads when a command runs, not for --help
     from provisioner.config import load_spec
     from provisioner.config.overrides import spec_overrides
     choices = {key: options.get(key) for key in SPEC_KEYWORDS if key != "config_path"}
@@ -86,5 +87,5 @@ def ssh_options(func):
 def cluster_from_options(name: str, **where):
     """The Cluster that --name and the ssh_options name (provisioner.clusters.open_cluster:
     a cluster of this machine, or a deployed one over SSH), for a ``with`` block."""
-    from provisioner.clusters import open_cluster
+    from provisioner.clusters import open_cluster  # lazy: the cluster model loads when a command runs, not for --help
     return open_cluster(name, **where)

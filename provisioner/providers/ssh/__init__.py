@@ -31,7 +31,6 @@ def open_cluster(ssh: str, key_file: Optional[str] = None, known_hosts: Optional
                  insecure_host_key: bool = False) -> Iterator[Cluster]:
     """The deployed cluster whose controller is ``ssh`` (USER@HOST[:PORT]), as a Cluster;
     the connection closes when the block ends."""
-    from provisioner.cluster.handle import Cluster
     with connect(ssh, key_file, known_hosts, insecure_host_key) as session:
         provider = SSHProvider.of_session(session)
         state = provider.discover("")
