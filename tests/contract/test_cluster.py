@@ -26,7 +26,8 @@ BUNDLE = {"config/slurm.conf", "config/gres.conf", "config/cgroup.conf",
           "scontrol-show-config.txt", "versions.txt"}
 # ... and what a backend may add to it (patterns over relative paths).
 EXTRAS = {
-    "local": [r"config/hosts", r"config/task_prolog\.sh", r"config/openmpi-mca-params\.conf", r"logs/[\w.-]+\.out"],
+    "local": [r"config/hosts", r"config/task_prolog\.sh", r"config/openmpi-mca-params\.conf",
+              r"config/node-mounts\.fstab", r"logs/[\w.-]+\.out"],
     "docker": [r"config/hosts", r"logs/[\w.-]+\.out", r"logs/munged-node\d+\.log", r"docker-inspect\.json",
                r"containers/simcluster-[\w-]+\.log"],
 }
