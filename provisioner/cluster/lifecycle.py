@@ -26,7 +26,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Callable, List
 
-from provisioner.cluster.capabilities import Stoppable, machines_running
+from provisioner.cluster.capabilities import Stoppable, daemons_alive, machines_running
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.repair import paused_nodes, repair, unpause
 from provisioner.cluster.state import ClusterState
@@ -48,7 +48,7 @@ def _user() -> str:
 
 def is_running(cluster: Cluster) -> bool:
     return (cluster.state.phase == "running" and all(machines_running(cluster.provider, cluster.state).values())
-            and all(cluster.daemons_alive().values()))
+            and all(daemons_alive(cluster).values()))
 
 
 def create(spec: ClusterSpec, provider: "Provider", retain: bool, progress: Callable[[str], None]) -> str:
