@@ -66,8 +66,10 @@ def test_rootless_cluster_runs_jobs_as_the_user(unprivileged_user):
         assert out.returncode == 0, out.stderr
         assert sorted(out.stdout.split()) == [f"{unprivileged_user}:node1:0", f"{unprivileged_user}:node2:1"]
         # A daemon's command line names its program by absolute path (none by bare name).
+        # (daemons_under has read each command line already: a short-lived helper that has
+        # exited since must not fail the test by vanishing from /proc.)
         for line in daemons_under(home / "rl"):
-            argv0 = Path(f"/proc/{line.split(':')[0]}/cmdline").read_bytes().split(b"\0")[0].decode()
+            argv0 = line.split(": ", 1)[1].split(" ")[0]
             assert argv0.startswith("/"), line
         # Where the nodes have namespaces, a job finds the cluster's config without SLURM_CONF
         # at /etc/slurm, as on a production node; status says what they see either way.
@@ -81,7 +83,11 @@ def test_rootless_cluster_runs_jobs_as_the_user(unprivileged_user):
         # Every daemon runs as the user, none as root.
         for line in daemons_under(home / "rl"):
             pid = int(line.split(":")[0])
-            assert Path(f"/proc/{pid}").stat().st_uid == pwd.getpwnam(unprivileged_user).pw_uid, line
+            try:
+                owner = Path(f"/proc/{pid}").stat().st_uid
+            except FileNotFoundError:
+                continue  # exited since it was listed
+            assert owner == pwd.getpwnam(unprivileged_user).pw_uid, line
         down = _as_user(unprivileged_user, cli + ["down", "--name", "rl"], env)
         assert down.returncode == 0, down.stderr
         assert daemons_under(home) == []
