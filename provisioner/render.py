@@ -88,6 +88,12 @@ class RenderInputs:
     # CPUs the nodes' machine really has (None: unknown, e.g. `simcluster render`): nodes
     # that advertise no more than that get CPU binding (task/affinity).
     host_cpus: Optional[int] = None
+    # Local backend as root: every node its own cgroups (providers/local/cgroups.py), so
+    # Slurm tracks and limits jobs with them (proctrack/cgroup, task/cgroup, cgroup.conf).
+    cgroups: bool = False
+    # Local backend: the nodes' own network (a namespace each on this subnet, "198.18.4.0/24");
+    # None: they share this host's, each on a loopback address.
+    node_subnet: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """For the state file (the accounting password is left out: see AccountingInputs)."""
@@ -150,9 +156,16 @@ def _shape_is_real(spec: ClusterSpec, host_cpus: Optional[int]) -> bool:
     return bool(host_cpus) and all(n.cpus <= host_cpus for n in spec.nodes)
 
 
+def _task_plugin(cgroups: bool, real_shape: bool) -> str:
+    """task/cgroup where the nodes have cgroups; task/affinity binds tasks where the shape is real."""
+    plugins = (["task/cgroup"] if cgroups else []) + (["task/affinity"] if real_shape else [])
+    return ",".join(plugins) or "task/none"
+
+
 def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
     """The templates' variables (the Ansible roles' context.json.j2 makes the same keys)."""
     paths = inputs.paths
+    real_shape = _shape_is_real(spec, inputs.host_cpus)
     nodes: List[Dict] = [
         {
             "name": n.name,
@@ -175,11 +188,18 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         # munge's default socket needs no AuthInfo=socket= (client commands find it too).
         "munge_socket": "" if paths.munge_socket == MUNGE_DEFAULT_SOCKET else paths.munge_socket,
         "paths": {"state_save": paths.state_save, "spool": paths.spool, "run": paths.run, "log": paths.log},
-        "proctrack_type": "proctrack/linuxproc",
-        "task_plugin": "task/affinity" if _shape_is_real(spec, inputs.host_cpus) else "task/none",
-        # Several nodes on one host (not containers): per-node TmpFS, MPI over loopback.
+        "proctrack_type": "proctrack/cgroup" if inputs.cgroups else "proctrack/linuxproc",
+        "task_plugin": _task_plugin(inputs.cgroups, real_shape),
+        # Cores are pinned only where the nodes claim no more CPUs than the host has.
+        "constrain_cores": real_shape,
+        # Several nodes on one host (not containers): per-node TmpFS; Open MPI's TCP over the
+        # nodes' own network, or over loopback where they share the host's.
         "tmp_fs": "" if inputs.nodes_are_hosts else f"{paths.root}/tmp/%n",
-        "mpi_loopback": not inputs.nodes_are_hosts,
+        "mpi_tcp_if": "" if inputs.nodes_are_hosts else (inputs.node_subnet or "lo"),
+        # The TaskProlog maps node-local GPU indices to physical ids only where every node
+        # sees all of the host's GPUs: with device cgroups a job sees only its own, as
+        # Slurm numbers them (0..n-1), as in production.
+        "gpu_map": not inputs.cgroups,
         "task_prolog": paths.task_prolog if inputs.task_prolog else "",
         "def_mem_per_cpu": def_mem,
         "config_overrides": True,

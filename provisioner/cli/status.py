@@ -52,6 +52,10 @@ def command(ctx, name, as_json, **where):
             click.echo(f"  job files: {st['shared_dir']} (shared with every node)")
         if st.get("node_etc_slurm"):
             click.echo(f"  /etc/slurm on the nodes: {st['node_etc_slurm']}")
+        if st.get("node_network"):
+            click.echo(f"  network of the nodes: {st['node_network']}")
+        if st.get("node_cgroups"):
+            click.echo(f"  limits (cgroups): {st['node_cgroups']}")
         gpu_hdr = "GPUS(fake)" if st["fake_gpus"] else "GPUS"
         click.echo(f"  {'NODE':<14} {'STATE':<12} {'CPUS':>5} {'MEMORY':>8}  {gpu_hdr:<10} {'PORT':>5}  SLURMD  REASON")
         for n in st["nodes"]:

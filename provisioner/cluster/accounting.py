@@ -110,7 +110,7 @@ def create_database(cluster: Cluster, password: str, timeout: float = 120.0) -> 
 def start_mariadb(cluster: Cluster, timeout: float = 30.0) -> None:
     p, db = cluster.paths, cluster.paths.db_dir
     daemons.start(cluster, "mariadbd", [
-        daemons.program(cluster, "mariadbd", "mariadbd"), "--no-defaults", f"--datadir={db}/data",
+        *cluster.placement.controller_prefix, daemons.program(cluster, "mariadbd", "mariadbd"), "--no-defaults", f"--datadir={db}/data",
         f"--socket={db}/db.sock",
         f"--port={cluster.placement.storage_port}", "--bind-address=127.0.0.1", f"--pid-file={p.run}/mariadbd.pid",
         f"--log-error={p.daemon_log('mariadbd')}", *_as_root(cluster), *SERVER_OPTIONS])
@@ -131,7 +131,8 @@ def start_slurmdbd(cluster: Cluster, timeout: float = 30.0) -> None:
     daemons.start(cluster, "slurmdbd", daemons.slurmdbd_argv(cluster))
     port = cluster.placement.dbd_port
     # slurmdbd listens only after it has connected to MariaDB and created its tables.
-    daemons.wait_usable(cluster, "slurmdbd", f"listen on port {port}", lambda: runner.listening(port), timeout)
+    addr = cluster.placement.controller_addr
+    daemons.wait_usable(cluster, "slurmdbd", f"listen on port {port}", lambda: runner.listening(port, addr), timeout)
 
 
 def accounts_file(cluster_name: str, user: str) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Callable, Dict, List, Optional
 
 from provisioner.cluster.handle import Cluster, log_name
-from provisioner.cluster.placement import CONTROLLER
+from provisioner.cluster.placement import CONTROLLER, NODE_TOKEN
 from provisioner.cluster.wait import WaitStrategy, daemons_guard
 
 # Added to each slurmd's environment. Measured with Slurm 22.05 on Debian 12
@@ -60,18 +60,19 @@ def munged_argv(cluster: Cluster, key: str = "munged") -> List[str]:
 
 
 def slurmctld_argv(cluster: Cluster) -> List[str]:
-    return [program(cluster, "slurmctld", "slurmctld"), "-D", "-f", cluster.paths.slurm_conf]
+    return [*cluster.placement.controller_prefix, program(cluster, "slurmctld", "slurmctld"), "-D", "-f",
+            cluster.paths.slurm_conf]
 
 
 def slurmd_argv(cluster: Cluster, node: str) -> List[str]:
-    return [*cluster.placement.slurmd_prefix, program(cluster, f"slurmd:{node}", "slurmd"), "-D", "-N", node,
-            "-f", cluster.paths.slurm_conf]
+    prefix = [a.replace(NODE_TOKEN, node) for a in cluster.placement.slurmd_prefix]
+    return [*prefix, program(cluster, f"slurmd:{node}", "slurmd"), "-D", "-N", node, "-f", cluster.paths.slurm_conf]
 
 
 def slurmdbd_argv(cluster: Cluster) -> List[str]:
     # slurmdbd has no -f: it finds slurmdbd.conf next to $SLURM_CONF. Started through a
     # link in the run directory so that its command line names the cluster like the others'.
-    return [f"{cluster.paths.run}/slurmdbd", "-D"]
+    return [*cluster.placement.controller_prefix, f"{cluster.paths.run}/slurmdbd", "-D"]
 
 
 def start(cluster: Cluster, key: str, argv: List[str], env: Optional[Dict[str, str]] = None,

@@ -23,8 +23,11 @@ if TYPE_CHECKING:
     from provisioner.providers.base import Provider
 
 CONTROLLER = "controller"  # the runner key of the controller; nodes are keyed by their names
+# Stands for the node's name in Placement.slurmd_prefix (a node's network namespace and
+# cgroups are its own): daemons.slurmd_argv puts the name in.
+NODE_TOKEN = "@NODE@"
 
-__all__ = ["CONTROLLER", "NodePaths", "Placement", "load_placement"]
+__all__ = ["CONTROLLER", "NODE_TOKEN", "NodePaths", "Placement", "load_placement"]
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,16 @@ class Placement:
     # SLURM_CONF read it): the cluster's config, or why not. Empty: not said (older states,
     # deployed clusters).
     node_etc_slurm: str = ""
+    # Put before slurmctld, slurmdbd and MariaDB (the local backend's controller network
+    # namespace); empty: none.
+    controller_prefix: Tuple[str, ...] = ()
+    # Where the host's Slurm commands and readiness checks reach the controller's daemons.
+    controller_addr: str = "127.0.0.1"
+    # What the nodes have of a host's network and limits, said by `status`: their network
+    # (a namespace each, or the host's shared one and why) and the cgroup limits enforced
+    # (or why none). Empty: not said (older states, deployed clusters).
+    node_network: str = ""
+    node_cgroups: str = ""
 
     @property
     def paths(self) -> NodePaths:
@@ -76,6 +89,7 @@ class Placement:
         data["render"] = self.render.to_dict()
         data["config_dir"], data["job_root"] = str(self.config_dir), str(self.job_root)
         data["munged_on"], data["slurmd_prefix"] = list(self.munged_on), list(self.slurmd_prefix)
+        data["controller_prefix"] = list(self.controller_prefix)
         data["client_env"], data["extra_files"] = dict(self.client_env), dict(self.extra_files)
         return data
 
@@ -85,6 +99,7 @@ class Placement:
         data["render"] = RenderInputs.from_dict(data["render"])
         data["config_dir"], data["job_root"] = Path(data["config_dir"]), Path(data["job_root"])
         data["munged_on"], data["slurmd_prefix"] = list(data["munged_on"]), tuple(data["slurmd_prefix"])
+        data["controller_prefix"] = tuple(data.get("controller_prefix", ()))
         return cls(**data)
 
 

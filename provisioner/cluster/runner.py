@@ -109,9 +109,10 @@ class Runner:
         data = self.read_file(path)
         return None if data is None else data.decode(errors="replace")
 
-    def listening(self, port: int) -> bool:
-        """Does something listen on TCP ``port`` of this machine? (/proc/net/tcp{,6}: no connection
-        made, so nothing is logged by the daemon, and it works the same in a container.)"""
+    def listening(self, port: int, addr: str = "127.0.0.1") -> bool:
+        """Does something listen on TCP ``port`` of this machine (at ``addr``, where this
+        runner connects to find out)? (/proc/net/tcp{,6}: no connection made, so nothing is
+        logged by the daemon, and it works the same in a container.)"""
         want = f":{port:04X} "
         for table in ("/proc/net/tcp", "/proc/net/tcp6"):
             text = self.read_text(table) or ""
@@ -305,13 +306,15 @@ class HostRunner(Runner):
     def program(self, name: str) -> str:
         return find_binary(name) or name
 
-    def listening(self, port: int) -> bool:
+    def listening(self, port: int, addr: str = "127.0.0.1") -> bool:
         # Here a connect() is cheaper: /proc/net/tcp lists every socket of the host, TIME_WAIT
         # ones included (each Slurm RPC leaves one for 60 s), and took ~12 ms to read after a
         # few clusters had come and gone, against 0.03 ms for a connect to a loopback port.
+        # ``addr``: a daemon in the controller's network namespace listens there, not on
+        # this host's loopback.
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.settimeout(0.2)
-            return s.connect_ex(("127.0.0.1", port)) == 0
+            return s.connect_ex((addr, port)) == 0
 
 
 _started: List[subprocess.Popen] = []

@@ -65,6 +65,11 @@ class ClusterStatus:
     # What the nodes see at /etc/slurm (Slurm's default config, for commands without
     # SLURM_CONF): the cluster's config, or why not; "" where not known.
     node_etc_slurm: str = ""
+    # What the nodes have of a host's network and limits (Placement.node_network and
+    # node_cgroups): their own network namespaces or the host's shared network, and the
+    # cgroup limits enforced or why none; "" where not known.
+    node_network: str = ""
+    node_cgroups: str = ""
 
     def to_dict(self) -> Dict:
         return asdict(self)
@@ -120,6 +125,7 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
                             host=", ".join(cluster.runner(k.partition(":")[2] or CONTROLLER).where
                                            for k in munged_keys) or "?"),
         accounting=acct, nodes=nodes, faults=[dict(f) for f in st.faults], node_etc_slurm=pl.node_etc_slurm,
+        node_network=pl.node_network, node_cgroups=pl.node_cgroups,
         slurm_version=_slurm_version(client) if any(machines.values()) or (not managed and states is not None) else "",
         hints=[] if not managed else hints if phase != "stopped" else
         [f"stopped: 'simcluster start --name {st.name}' brings it back"])

@@ -113,7 +113,8 @@ def start_slurmctld(up: UpRun) -> None:
     c = up.cluster
     daemons.start(c, "slurmctld", daemons.slurmctld_argv(c))
     runner, port = c.runner(), c.state.controller_port
-    daemons.wait_usable(c, "slurmctld", f"listen on port {port}", lambda: runner.listening(port), 20.0)
+    addr = c.placement.controller_addr
+    daemons.wait_usable(c, "slurmctld", f"listen on port {port}", lambda: runner.listening(port, addr), 20.0)
 
 
 def start_slurmds(up: UpRun, nodes: Optional[List[str]] = None) -> None:

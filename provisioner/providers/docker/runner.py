@@ -127,7 +127,7 @@ class DockerExecRunner(Runner):
         except DockerException as exc:
             raise OSError(f"writing {path} in {self.where}: {exc}") from None
 
-    def listening(self, port: int) -> bool:
+    def listening(self, port: int, addr: str = "127.0.0.1") -> bool:
         # Both tables in one exec (the base class reads them one by one).
         rc, out, _ = self._exec(["cat", "/proc/net/tcp", "/proc/net/tcp6"], timeout=10)
         want = f":{port:04X} "

@@ -33,6 +33,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from provisioner.cluster.placement import NODE_TOKEN
 from provisioner.cluster.runner import descendant_pid as daemon_pid  # the slurmd behind namespace_prefix
 from provisioner.cluster.runner import find_binary
 from provisioner.config.types import ClusterSpec
@@ -144,11 +145,13 @@ def _fstab_path(path: str) -> str:
     return "".join(f"\\{ord(ch):03o}" if ch in " \t\n\\" else ch for ch in path)
 
 
-def node_fstab(mounts: List[Tuple[str, str]]) -> str:
+def node_fstab(mounts: List[Tuple[str, str]], extra: Optional[List[str]] = None) -> str:
     """The fstab that each node's namespace mounts (``mounts``: (file or directory, over
-    what), in order), all bind mounts; paths escaped as fstab(5) wants (a space is \\040)."""
-    lines = ["# simcluster: bind mounts made in each node's own mount namespace (never the host's)."]
+    what), in order), all bind mounts; paths escaped as fstab(5) wants (a space is \\040).
+    ``extra``: whole fstab lines after them (the node's cgroup hierarchies)."""
+    lines = ["# simcluster: mounts made in each node's own mount namespace (never the host's)."]
     lines += [f"{_fstab_path(src)} {_fstab_path(dst)} none bind 0 0" for src, dst in mounts]
+    lines += list(extra or [])
     return "\n".join(lines) + "\n"
 
 
@@ -172,23 +175,30 @@ def etc_slurm_note(in_namespace: bool, etc_slurm: Path = Path(ETC_SLURM)) -> str
 
 OPENMPI_PARAMS = "/etc/openmpi/openmpi-mca-params.conf"  # Debian's Open MPI (sysconfdir /etc/openmpi)
 # What nodes of one host need (the TaskProlog's comment says why); the keys are taken out
-# of the system's own file, the rest of it is kept.
-OPENMPI_LOOPBACK = {"btl_tcp_if_include": "lo", "btl": "self,tcp"}
+# of the system's own file, the rest of it is kept. btl_tcp_if_include: the nodes' network.
+OPENMPI_KEYS = ("btl_tcp_if_include", "btl")
+
+# What status says where the nodes have no mount namespaces (libnss_wrapper): no network
+# namespace or cgroup can be made for them either.
+SHARED_NETWORK_NOTE = ("no namespaces here (libnss_wrapper): nodes share this host's network "
+                       "(a loopback address each; ports can clash)")
+NO_CGROUPS_NOTE = "no namespaces here (libnss_wrapper): --mem, devices and cores are not enforced"
 
 
-def openmpi_params(system: Path = Path(OPENMPI_PARAMS)) -> Optional[str]:
-    """Open MPI's system-wide parameter file for the nodes: the host's, with the loopback
-    settings, or None where Debian's Open MPI is not installed. A job's own settings
-    (OMPI_MCA_* variables, mpirun --mca) still win over the file."""
+def openmpi_params(tcp_if: str = "lo", system: Path = Path(OPENMPI_PARAMS)) -> Optional[str]:
+    """Open MPI's system-wide parameter file for the nodes: the host's, with TCP between the
+    nodes over ``tcp_if`` (their subnet, or lo where they share the host's network), or
+    None where Debian's Open MPI is not installed. A job's own settings (OMPI_MCA_*
+    variables, mpirun --mca) still win over the file."""
     try:
         text = system.read_text()
     except OSError:
         return None
     kept = [line for line in text.splitlines()
-            if line.split("#", 1)[0].split("=", 1)[0].strip() not in OPENMPI_LOOPBACK]
+            if line.split("#", 1)[0].split("=", 1)[0].strip() not in OPENMPI_KEYS]
     kept += ["", "# simcluster: Open MPI between the virtual nodes of one host (the local backend) goes over",
-             "# loopback TCP; its default skips loopback and a job across nodes hangs."]
-    kept += [f"{k} = {v}" for k, v in OPENMPI_LOOPBACK.items()]
+             "# TCP on the nodes' network (over loopback its default skips lo and a job across nodes hangs)."]
+    kept += [f"btl_tcp_if_include = {tcp_if}", "btl = self,tcp"]
     return "\n".join(kept) + "\n"
 
 
@@ -217,7 +227,8 @@ def pid_init() -> Optional[str]:
 
 
 def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
-                     spool: Optional[str] = None) -> List[str]:
+                     spool: Optional[str] = None, netns: Optional[str] = None,
+                     cgroup_join: Optional[str] = None) -> List[str]:
     """The argv prefix that starts a daemon in mount and UTS namespaces of its own with the
     bind mounts of ``fstab`` (node_fstab: the cluster's hosts file as /etc/hosts, its config
     directory as /etc/slurm, ...), and the host name the node's (the value after ``-N`` in the
@@ -246,6 +257,13 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
     mount: the outer one maps the user to root to mount, the inner one maps the user back
     to itself, so slurmd and its jobs run as the user, as they would without it.
 
+    As root, two more things can come first (the local provider passes them where
+    network.py and cgroups.py can be used): ``netns``, the path of the node's network
+    namespace, which `nsenter` joins (NODE_TOKEN in it stands for the node's name, put in
+    by daemons.slurmd_argv), and ``cgroup_join`` (cgroups.join_script), a shell that moves
+    itself into the node's cgroups; `unshare` then also makes a cgroup namespace rooted
+    there, and the node's fstab mounts the hierarchies again (cgroups.fstab_lines).
+
     Every program is named by its absolute path (find_binary), since the caller's PATH may
     not reach it: `unshare` execs the next word of the argv by PATH lookup.
     """
@@ -254,7 +272,11 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
     argv = [init, "--", sh, "-c", script(_NAMESPACE_PID_SCRIPT), fstab, spool or ""] if init \
         else [sh, "-c", script(_NAMESPACE_SCRIPT), fstab]
     if uid == 0:
-        return [unshare, "--mount", "--uts", *pid_ns, "--propagation", "private", *argv]
+        first = [find_binary("nsenter") or "nsenter", f"--net={netns}"] if netns else []
+        if cgroup_join:
+            first += [sh, "-c", cgroup_join, NODE_TOKEN]
+        return [*first, unshare, *(["--cgroup"] if cgroup_join else []), "--mount", "--uts", *pid_ns,
+                "--propagation", "private", *argv]
     return [unshare, "--user", "--map-root-user", "--mount", "--uts", *pid_ns, "--propagation", "private",
             *argv, unshare, "--user", f"--map-user={uid}", f"--map-group={gid}"]
 

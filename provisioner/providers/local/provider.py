@@ -14,11 +14,13 @@ import glob
 import os
 import sys
 from pathlib import Path
-from typing import List, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from provisioner.cluster import accounting
-from provisioner.cluster.placement import CONTROLLER, NodePaths, Placement
-from provisioner.cluster.runner import HostRunner
+from provisioner.cluster.capabilities import Machines
+from provisioner.cluster.placement import CONTROLLER, NODE_TOKEN, NodePaths, Placement
+from provisioner.cluster.poll import WaitTimeout, poll_until
+from provisioner.cluster.runner import HostRunner, find_binary
 from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES
 from provisioner.cluster.state import ClusterState, all_states, port_lock, reserved_ports
 from provisioner.config.types import ClusterSpec
@@ -29,8 +31,8 @@ from provisioner.providers.base import NodeProcesses, Progress, Provider, Stoppa
 from provisioner.providers.local import preflight
 from provisioner.providers.local.ports import allocate_ports
 from provisioner.providers.local.processes import cluster_pids, node_pids, terminate
-from provisioner.providers.local import names
-from provisioner.render import RenderInputs
+from provisioner.providers.local import cgroups, names, network
+from provisioner.render import AccountingInputs, RenderInputs
 
 
 OPENMPI_PARAMS_FILE = "openmpi-mca-params.conf"  # in the cluster's etc/
@@ -58,7 +60,20 @@ def host_runner() -> HostRunner:
     return HostRunner(env)
 
 
-class LocalProvider(Provider, Stoppable, NodeProcesses):
+def _network(state: ClusterState) -> Optional[network.Network]:
+    data = state.provider_data.get("network")
+    return network.Network.from_dict(data) if data else None
+
+
+def _tag(state: ClusterState) -> str:
+    return network.tag_of(str(state.layout.root))
+
+
+def _shape_real(spec: ClusterSpec) -> bool:
+    return all(n.cpus <= len(os.sched_getaffinity(0)) for n in spec.nodes)
+
+
+class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
     name = "local"
 
     def __init__(self) -> None:
@@ -86,10 +101,26 @@ class LocalProvider(Provider, Stoppable, NodeProcesses):
         pid_ns = resolver == names.NAMESPACE and preflight.pid_namespaces_work()
         state.provider_data["pid_namespace"] = pid_ns
         state.provider_data["task_prolog"] = needs_task_prolog(spec, pid_ns)
+        # A network namespace per node and cgroups per node where this host allows them
+        # (root; network.py, cgroups.py); else the nodes share the host's network and
+        # nothing is enforced, and status says so.
+        in_namespace = resolver == names.NAMESPACE
+        net_note = network.unavailable_reason() if in_namespace else names.SHARED_NETWORK_NOTE
+        cg_note = cgroups.unavailable_reason() if in_namespace else names.NO_CGROUPS_NOTE
+        state.provider_data["cgroups"] = not cg_note
+        state.provider_data["notes"] = {"network": net_note, "cgroups": cg_note}
         with port_lock():
-            taken = [names.block_of(st.provider_data.get("node_addrs", {})) for st in all_states()
-                     if st.name != spec.name]
-            state.provider_data["node_addrs"] = names.node_addresses(spec, names.pick_block(b for b in taken if b))
+            others = [st for st in all_states() if st.name != spec.name]
+            if net_note:
+                taken = [names.block_of(st.provider_data.get("node_addrs", {})) for st in others]
+                state.provider_data["node_addrs"] = names.node_addresses(spec, names.pick_block(b for b in taken if b))
+            else:
+                subnet = network.pick_subnet(len(spec.nodes) + 1, [st.provider_data["network"]["subnet"] for st in others
+                                                                  if st.provider_data.get("network")],
+                                             network.host_networks())
+                net = network.plan(network.tag_of(str(state.layout.root)), subnet, [n.name for n in spec.nodes])
+                state.provider_data["network"] = net.to_dict()
+                state.provider_data["node_addrs"] = {n.name: net.addrs[n.name] for n in spec.nodes}
             needed = [n for n in spec.nodes if n.port is None]
             count = len(needed) + (0 if spec.controller_port else 1) + (2 if spec.accounting else 0)
             free = iter(allocate_ports(count, reserved=reserved_ports(exclude=spec.name))) if count else iter(())
@@ -108,7 +139,20 @@ class LocalProvider(Provider, Stoppable, NodeProcesses):
                 (layout.root / "tmp" / node.name).mkdir(parents=True, exist_ok=True)  # its TmpFS
             # Placed once, here: every host fact it needs is read now and kept in the state.
             state.placement = self.placement(state).to_dict()
-            state.save()  # the ports are taken once the state file records them
+            state.save()  # the ports (and the subnet) are taken once the state file records them
+        self._make_machines(state, progress)
+
+    def _make_machines(self, state: ClusterState, progress: Progress) -> None:
+        """The network namespaces and cgroups of the nodes that lack them (all, at first)."""
+        net = _network(state)
+        if net:
+            todo = network.missing(net)
+            if todo:
+                progress(f"making {len(todo)} network namespaces on {net.subnet}")
+                network.create(net, todo)
+        if state.provider_data.get("cgroups"):
+            spec = state.cluster_spec
+            cgroups.create(_tag(state), {n.name: list(n.gpus) for n in spec.nodes}, cgroups.host_gpu_minors())
 
     def placement(self, state: ClusterState) -> Placement:
         """The placement of a provisioned cluster, read from this host: its /etc/hosts (the
@@ -123,6 +167,7 @@ class LocalProvider(Provider, Stoppable, NodeProcesses):
         # A cluster made with PID namespaces keeps them; if tini has gone since, its nodes
         # start without one (jobs still run, only process scans cost more).
         init = names.pid_init() if in_namespace and state.provider_data.get("pid_namespace") else None
+        net, use_cgroups = _network(state), bool(state.provider_data.get("cgroups"))
         extra_files = {"hosts": names.hosts_file(node_addrs, ipv6_mapped=not in_namespace)}
         # What each node's mount namespace mounts (names.node_fstab): the cluster's hosts file;
         # its config directory as /etc/slurm where the host has that directory to cover
@@ -131,28 +176,49 @@ class LocalProvider(Provider, Stoppable, NodeProcesses):
         # Open MPI.
         etc_note = names.etc_slurm_note(in_namespace)
         mounts = [(str(layout.hosts_file), names.HOSTS)] + ([] if etc_note else [(str(layout.etc), names.ETC_SLURM)])
-        ompi_params = names.openmpi_params() if init else None
+        if use_cgroups:
+            mounts_cg = cgroups.fstab_lines()
+        ompi_params = names.openmpi_params(net.subnet if net else "lo") if init else None
         if ompi_params:
             extra_files[OPENMPI_PARAMS_FILE] = ompi_params
             mounts.append((str(layout.etc / OPENMPI_PARAMS_FILE), names.OPENMPI_PARAMS))
         prefix = []
         if in_namespace:
-            extra_files[names.FSTAB_FILE] = names.node_fstab(mounts)
-            prefix = names.namespace_prefix(str(layout.etc / names.FSTAB_FILE), os.getuid(), os.getgid(), init,
-                                            str(layout.spool))
+            extra_files[names.FSTAB_FILE] = names.node_fstab(mounts, mounts_cg if use_cgroups else [])
+            prefix = names.namespace_prefix(
+                str(layout.etc / names.FSTAB_FILE), os.getuid(), os.getgid(), init, str(layout.spool),
+                netns=network.netns_path(net.tag, NODE_TOKEN) if net else None,
+                cgroup_join=cgroups.join_script(_tag(state)) if use_cgroups else None)
+        ctl_addr = net.addrs[network.CONTROLLER_KEY] if net else "127.0.0.1"
+        ctl_prefix = (find_binary("nsenter") or "nsenter", f"--net={network.netns_path(net.tag, network.CONTROLLER_KEY)}") \
+            if net else ()
+        acct = AccountingInputs(dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port, dbd_addr=ctl_addr) \
+            if spec.accounting and state.slurmdbd_port and state.mariadb_port else None
+        notes = state.provider_data.get("notes", {})
         # Clusters made before this choice was recorded keep their TaskProlog.
         task_prolog = init is None or state.provider_data.get("task_prolog", True)
         render = RenderInputs(paths=NodePaths.of_layout(layout), hostname=state.hostname, slurm_user=state.user,
                               controller_port=state.controller_port, node_ports=dict(state.node_ports),
                               node_addrs=dict(addrs), nss_wrapper_lib=None if in_namespace else state.nss_wrapper_lib,
-                              host_cpus=len(os.sched_getaffinity(0)), task_prolog=task_prolog)
+                              host_cpus=len(os.sched_getaffinity(0)), task_prolog=task_prolog,
+                              controller_addr=ctl_addr, accounting=acct, cgroups=use_cgroups,
+                              node_subnet=net.subnet if net else None)
         return Placement(
             render=render, daemon_user=state.user, munged_on=[CONTROLLER],
             config_dir=layout.etc, job_root=layout.root, job_root_in_cluster=str(layout.root),
             # Jobs run on this same host: the python running simcluster (its venv) is theirs.
-            python_bin=str(Path(sys.executable).parent), gpus_renumbered=False,
+            # With device cgroups a job sees only its GPUs, numbered by Slurm from 0.
+            python_bin=str(Path(sys.executable).parent), gpus_renumbered=use_cgroups,
             extra_files=extra_files, slurmd_prefix=tuple(prefix), slurmd_forks=init is not None,
             node_etc_slurm=etc_note or "the cluster's config (mounted in each node's own mount namespace)",
+            controller_prefix=ctl_prefix, controller_addr=ctl_addr,
+            node_network=notes.get("network") or (
+                f"a network namespace each (eth0 on {net.subnet}; this host is {net.host_addr}, the controller "
+                f"{ctl_addr}); no daemon listens on this host's own interfaces" if net else ""),
+            node_cgroups=notes.get("cgroups") or (
+                "enforced: proctrack/cgroup and task/cgroup in each node's own cgroup tree (--mem, GPU devices"
+                + (", cores)" if _shape_real(spec) else "; cores not pinned: the nodes claim more CPUs than this host has)")
+                if use_cgroups else ""),
             client_env={"SLURM_CONF": str(layout.slurm_conf), "SIMCLUSTER_CLUSTER": state.name},
             dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
             usage=f'use it: eval "$(simcluster env --name {state.name})"; sinfo',
@@ -164,16 +230,38 @@ class LocalProvider(Provider, Stoppable, NodeProcesses):
     def delete(self, state: ClusterState) -> List[int]:
         """SIGKILL every process of the cluster at once: its state is deleted next, so a
         graceful slurmctld shutdown (saving state) is wasted time. Sweep again in case a
-        slurmd forked a stepd meanwhile."""
+        slurmd forked a stepd meanwhile. Then the nodes' namespaces, devices and cgroups."""
         root, known = state.layout.root, list(state.pids.values())
         survivors: List[int] = []
         for _ in range(3):
             pids = cluster_pids(root, known)
             if not pids:
-                return []
+                survivors = []
+                break
             survivors = terminate(pids, grace=0)
             known = []
+        tag = _tag(state)
+        if state.provider_data.get("network"):
+            network.delete(tag)
+        if state.provider_data.get("cgroups"):
+            # A killed task leaves its cgroup a moment after the signal.
+            try:
+                poll_until(lambda: (not cgroups.remove(tag), None), 5.0, first_delay=0.01, max_delay=0.1)
+            except WaitTimeout:
+                pass  # `down` reports what is left (cgroups.leftovers)
         return survivors
+
+    def machines_running(self, state: ClusterState) -> Dict[str, bool]:
+        """A node's machine is its network namespace (it outlives the node's processes; a
+        reboot takes it): {key: it exists}; {} where nodes share the host's network."""
+        net = _network(state)
+        if not net:
+            return {}
+        gone = set(network.missing(net))
+        return {(CONTROLLER if k == network.CONTROLLER_KEY else k): k not in gone for k in net.addrs}
+
+    def start_machines(self, state: ClusterState, keys: List[str]) -> None:
+        self._make_machines(state, lambda _msg: None)
 
     def stop_machines(self, state: ClusterState) -> None:
         """What is left once the daemons stopped (slurmstepd, job tasks): TERM, then KILL."""

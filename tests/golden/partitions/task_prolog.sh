@@ -40,10 +40,10 @@ fi
 echo "export LD_PRELOAD=${LD_PRELOAD:+$LD_PRELOAD:}/usr/lib/x86_64-linux-gnu/libnss_wrapper.so"
 echo "export NSS_WRAPPER_HOSTS=/state/parts/etc/hosts"
 
-# Open MPI between virtual nodes of one host: its TCP transport skips loopback by default
-# (a job across nodes then hangs in its first collective), and its shared-memory transport
-# crashed now and then (segfaults in btl_vader) with two "nodes" of one host. Over
-# loopback TCP every run passed. A job's own setting wins.
+# Open MPI between virtual nodes of one host: over loopback its TCP transport skips lo by
+# default (a job across nodes then hangs in its first collective), and its shared-memory
+# transport crashed now and then (segfaults in btl_vader) with two "nodes" of one host.
+# Over TCP on the nodes' network (or loopback) every run passed. A job's own setting wins.
 echo "export OMPI_MCA_btl_tcp_if_include=${OMPI_MCA_btl_tcp_if_include:-lo}"
 echo "export OMPI_MCA_btl=${OMPI_MCA_btl:-self,tcp}"
 echo "export SIMCLUSTER_CLUSTER=big"

@@ -90,9 +90,9 @@ def test_daemon_pid_gives_the_started_pid_back_when_the_chain_died():
 
 def test_openmpi_params_keep_the_system_file_and_set_loopback(tmp_path):
     system = tmp_path / "openmpi-mca-params.conf"
-    assert names.openmpi_params(system) is None  # no Open MPI: nothing to mount
+    assert names.openmpi_params(system=system) is None  # no Open MPI: nothing to mount
     system.write_text("# comment\nbtl = ^uct,openib,ofi\npml = ^ucx\nbtl_tcp_if_include=eth0 # site\n")
-    lines = names.openmpi_params(system).splitlines()
+    lines = names.openmpi_params(system=system).splitlines()
     assert "pml = ^ucx" in lines and "# comment" in lines
     settings = [l for l in lines if l.split("=")[0].strip() in ("btl", "btl_tcp_if_include")]
     assert settings == ["btl_tcp_if_include = lo", "btl = self,tcp"]  # the host's own ones are replaced

@@ -1,0 +1,143 @@
+"""cgroup limits for the local backend's nodes, as production enforces them.
+
+Each virtual node gets a cgroup of its own in every cgroup v1 hierarchy Slurm uses
+(/sys/fs/cgroup/<controller>/simcluster/<tag>/<node>), and its slurmd starts in a cgroup
+namespace rooted there, with those hierarchies mounted again in its mount namespace. So
+the node's slurmd sees its own cgroup as the root, makes its /slurm/uid_N/job_N/step_N
+tree there (/slurm_<node>/... with Debian's multiple-slurmd build) as on a host of its
+own, and
+proctrack/cgroup, task/cgroup and cgroup.conf (ConstrainRAMSpace, ConstrainDevices,
+ConstrainCores) act as in production: a job over --mem ends OUT_OF_MEMORY, a step is
+killed as a whole, a task cannot open a GPU device it was not given.
+
+Needs root and cgroup v1 controllers mounted under /sys/fs/cgroup (unavailable_reason says
+what is missing otherwise); `down` removes the cluster's cgroups (remove).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Dict, Iterable, List
+
+ROOT = Path("/sys/fs/cgroup")
+# What Slurm's cgroup/v1 plugin uses: freezer (proctrack/cgroup), cpuset, memory and
+# devices (task/cgroup); cpuacct for jobacct_gather/cgroup. pids goes with them so a
+# node's process count is its own.
+CONTROLLERS = ("freezer", "cpuset", "memory", "devices", "cpuacct", "pids")
+BASE = "simcluster"
+MOUNT_SOURCE = "simcluster-cgroup"  # a source no existing mount has: `mount -a` then mounts it
+
+
+def _mounts(mounts_file: str = "/proc/self/mounts") -> Dict[str, str]:
+    """{mount point: mount options} of the cgroup v1 hierarchies under ROOT."""
+    found: Dict[str, str] = {}
+    try:
+        lines = open(mounts_file).read().splitlines()
+    except OSError:
+        return found
+    for line in lines:
+        f = line.split()
+        if len(f) >= 4 and f[2] == "cgroup" and f[1].startswith(f"{ROOT}/"):
+            found[f[1]] = ",".join(o for o in f[3].split(",") if o not in ("relatime", "noatime"))
+    return found
+
+
+def unavailable_reason() -> str:
+    """Why node cgroups cannot be used here ("" when they can)."""
+    if os.geteuid() != 0:
+        return "rootless: no cgroup can be made without root, so --mem, devices and cores are not enforced"
+    if (ROOT / "cgroup.controllers").exists():
+        return ("this host has cgroup v2 only (simcluster enforces limits on cgroup v1 hosts so far): "
+                "--mem, devices and cores are not enforced")
+    have = _mounts()
+    lacking = [c for c in CONTROLLERS if f"{ROOT}/{c}" not in have]
+    if lacking:
+        return f"cgroup v1 controllers not mounted under {ROOT}: {', '.join(lacking)}: limits are not enforced"
+    probe = ROOT / "memory" / BASE
+    try:
+        probe.mkdir(exist_ok=True)
+    except OSError as exc:
+        return f"cannot make a cgroup ({exc.strerror}): limits are not enforced"
+    return ""
+
+
+def node_dir(controller: str, tag: str, node: str) -> Path:
+    return ROOT / controller / BASE / tag / node
+
+
+def _copy_cpuset(src: Path, dst: Path) -> None:
+    """A cpuset cgroup takes no task until it has CPUs and memory nodes: its parent's."""
+    for f in ("cpuset.cpus", "cpuset.mems"):
+        if not (dst / f).read_text().strip():
+            (dst / f).write_text((src / f).read_text())
+
+
+NVIDIA_MAJOR = 195  # /dev/nvidiaN is char 195:N (simcluster's fake GPU devices too)
+
+
+def host_gpu_minors(dev: Path = Path("/dev")) -> List[int]:
+    """Minors of this host's GPU devices (/dev/nvidia0, 1, ...)."""
+    return sorted(int(p.name[6:]) for p in dev.glob("nvidia[0-9]*") if p.name[6:].isdigit())
+
+
+def create(tag: str, nodes: Dict[str, List[int]], gpus: Iterable[int] = ()) -> None:
+    """Make each node's cgroup in every hierarchy (what exists is kept). ``nodes``: {node:
+    its GPU ids}; ``gpus``: every GPU id a node could open (the cluster's, the host's).
+    A node's devices cgroup denies the GPUs that are not its own, as a host has only its
+    own: Slurm's ConstrainDevices then acts on the node's GPUs, as in production."""
+    all_gpus = sorted(set(gpus) | {g for own in nodes.values() for g in own})
+    for c in CONTROLLERS:
+        parent = ROOT / c
+        for d in (parent / BASE, parent / BASE / tag):
+            d.mkdir(exist_ok=True)
+            if c == "cpuset":
+                _copy_cpuset(d.parent, d)
+        for n in nodes:
+            d = parent / BASE / tag / n
+            d.mkdir(exist_ok=True)
+            if c == "cpuset":
+                _copy_cpuset(d.parent, d)
+            elif c == "devices":
+                for g in all_gpus:
+                    if g not in nodes[n]:
+                        (d / "devices.deny").write_text(f"c {NVIDIA_MAJOR}:{g} rwm")
+
+
+def remove(tag: str) -> List[str]:
+    """Remove the cluster's cgroups, deepest first (Slurm's own job and step cgroups below a
+    node's included); return those that could not be removed (a process still in one)."""
+    left: List[str] = []
+    for c in CONTROLLERS:
+        top = ROOT / c / BASE / tag
+        if not top.is_dir():
+            continue
+        for dirpath, dirnames, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
+            try:
+                os.rmdir(dirpath)
+            except OSError:
+                left.append(dirpath)
+    return left
+
+
+def leftovers(tag: str) -> List[str]:
+    return [str(ROOT / c / BASE / tag) for c in CONTROLLERS if (ROOT / c / BASE / tag).exists()]
+
+
+def fstab_lines() -> List[str]:
+    """fstab lines that give a node this host's cgroup v1 layout, seen from its own cgroup
+    namespace: a fresh tmpfs over /sys/fs/cgroup, then every hierarchy mounted again in it
+    (in a node's cgroup namespace the mount's root is the node's cgroup, cgroup_namespaces(7)).
+    Not over the host's own mounts: the kernel refuses a second mount of a hierarchy on the
+    root of a mount of it (EBUSY); X-mount.mkdir makes the mount points in the tmpfs."""
+    lines = [f"{MOUNT_SOURCE} {ROOT} tmpfs rw,nosuid,nodev,noexec,mode=755 0 0"]
+    lines += [f"{MOUNT_SOURCE} {point} cgroup {opts},X-mount.mkdir 0 0" for point, opts in sorted(_mounts().items())]
+    return lines
+
+
+def join_script(tag: str) -> str:
+    """sh text run before the node's namespaces are made: the shell moves itself into the
+    node's cgroups ("$0" is the node's name), then execs the rest of the argv, which makes
+    the cgroup namespace: it is rooted where the process is when it is made."""
+    dirs = " ".join(f"{ROOT}/{c}/{BASE}/{tag}" for c in CONTROLLERS)
+    return f'for d in {dirs}; do echo $$ > "$d/$0/cgroup.procs" || exit 1; done; exec "$@"'

@@ -1,0 +1,234 @@
+"""A network of its own for each local cluster: one network namespace per virtual node and
+one for the controller, all on one layer-2 segment with this host.
+
+Why: virtual nodes that share the host's network stack collide on ports (two jobs on two
+"nodes" cannot both listen on 0.0.0.0:29500), their connections leave from 127.0.0.1, and
+the daemons listen on every interface of the machine. In a namespace of its own a node has
+its own ports, its own address as the source of what it sends, and nothing it listens on
+is reachable from the machine's other networks.
+
+How: a bridge device ("scb<tag>") with no ports is the parent of macvlan devices in
+bridge mode: one in each namespace (named eth0 there, as on a host) and one on this host
+("sch<tag>", with the subnet's first address), so the host's Slurm commands reach the
+cluster. macvlan rather than veth pairs on the bridge because bridged traffic passes the
+host's iptables FORWARD chain where br_netfilter is loaded, and docker sets that chain's
+policy to DROP: traffic between macvlans of one parent never enters it. The namespaces are
+named (/run/netns/simcluster-<tag>-<key>, `ip netns` lists them), so they outlive their
+processes: `stop`/`start` and repair keep each node's address; `down` deletes them.
+
+Addresses come from 198.18.0.0/15, the block set aside for network benchmarking (RFC 2544)
+that no LAN should use, a subnet per cluster that no route of this host overlaps.
+Everything is made by two rounds of `ip -batch` (one process for the host's side, one per
+namespace for its own addresses, run in parallel), not one `ip` per device.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import math
+import os
+import random
+import subprocess
+from dataclasses import dataclass
+from typing import Dict, Iterable, List, Optional
+
+from provisioner.cluster.runner import find_binary
+from provisioner.errors import StartupError
+
+POOL = ipaddress.ip_network("198.18.0.0/15")
+NETNS_DIR = "/run/netns"
+NODE_IF = "eth0"  # a node's interface, named as on a host
+CONTROLLER_KEY = "controller"
+
+
+def tag_of(root: str) -> str:
+    """Six hex digits naming a cluster's devices: its state directory's (two homes may both
+    hold a cluster "demo"; interface names may have 15 characters)."""
+    return hashlib.sha1(root.encode()).hexdigest()[:6]
+
+
+def netns_name(tag: str, key: str) -> str:
+    return f"simcluster-{tag}-{key}"
+
+
+def netns_path(tag: str, key: str) -> str:
+    return f"{NETNS_DIR}/{netns_name(tag, key)}"
+
+
+@dataclass(frozen=True)
+class Network:
+    """One cluster's network, as the state file keeps it (provider_data["network"])."""
+
+    tag: str
+    subnet: str  # "198.18.4.0/24"
+    host_addr: str  # this host's address on it (the Slurm commands run here use it)
+    addrs: Dict[str, str]  # key (CONTROLLER_KEY or a node's name) -> address
+
+    @property
+    def prefixlen(self) -> int:
+        return ipaddress.ip_network(self.subnet).prefixlen
+
+    @property
+    def parent(self) -> str:
+        return f"scb{self.tag}"
+
+    @property
+    def host_if(self) -> str:
+        return f"sch{self.tag}"
+
+    def to_dict(self) -> Dict:
+        return {"tag": self.tag, "subnet": self.subnet, "host_addr": self.host_addr, "addrs": dict(self.addrs)}
+
+    @classmethod
+    def from_dict(cls, d: Dict) -> "Network":
+        return cls(tag=d["tag"], subnet=d["subnet"], host_addr=d["host_addr"], addrs=dict(d["addrs"]))
+
+
+def prefix_for(count: int) -> int:
+    """The longest prefix (at most /24) whose subnet holds ``count`` machines, the host,
+    and the network and broadcast addresses."""
+    return min(24, 32 - math.ceil(math.log2(count + 3)))
+
+
+def host_networks(route_file: str = "/proc/net/route") -> List[ipaddress.IPv4Network]:
+    """The IPv4 destinations this host routes (its connected subnets among them), read
+    from /proc/net/route (little-endian hex): a cluster's subnet must overlap none."""
+    nets = []
+    try:
+        lines = open(route_file).read().splitlines()[1:]
+    except OSError:
+        return nets
+    for line in lines:
+        f = line.split()
+        if len(f) < 8:
+            continue
+        dest, mask = int(f[1], 16), int(f[7], 16)
+        if mask == 0:
+            continue  # the default route covers everything; it is not a subnet of ours
+        to_ip = lambda v: ipaddress.IPv4Address(int.from_bytes(v.to_bytes(4, "little"), "big"))  # noqa: E731
+        try:
+            nets.append(ipaddress.ip_network(f"{to_ip(dest)}/{to_ip(mask)}", strict=False))
+        except ValueError:
+            continue
+    return nets
+
+
+def pick_subnet(count: int, taken: Iterable[str], routed: Iterable[ipaddress.IPv4Network],
+                seed=None) -> ipaddress.IPv4Network:
+    """A free subnet of POOL for ``count`` machines: not another cluster's (``taken``) and
+    not one this host routes (``routed``: other homes' clusters, anything else)."""
+    busy = [ipaddress.ip_network(t) for t in taken] + list(routed)
+    candidates = [n for n in POOL.subnets(new_prefix=prefix_for(count)) if not any(n.overlaps(b) for b in busy)]
+    if not candidates:
+        raise StartupError(f"no free subnet of {POOL} for {count} nodes",
+                           "take down clusters you no longer need ('simcluster list')")
+    return random.Random(seed).choice(candidates)
+
+
+def plan(tag: str, subnet: ipaddress.IPv4Network, nodes: List[str]) -> Network:
+    """Addresses in ``subnet``: the host first, then the controller, then the nodes in order."""
+    hosts = subnet.hosts()
+    host_addr, ctl = str(next(hosts)), str(next(hosts))
+    addrs = {CONTROLLER_KEY: ctl}
+    addrs.update({n: str(next(hosts)) for n in nodes})
+    return Network(tag=tag, subnet=str(subnet), host_addr=host_addr, addrs=addrs)
+
+
+def _ip() -> str:
+    return find_binary("ip") or "ip"
+
+
+def _link_exists(name: str) -> bool:
+    return os.path.exists(f"/sys/class/net/{name}")
+
+
+def missing(net: Network) -> List[str]:
+    """Keys of ``net`` whose namespace does not exist (all of them after a reboot)."""
+    return [k for k in net.addrs if not os.path.exists(netns_path(net.tag, k))]
+
+
+def _run_batch(argv: List[str], lines: List[str], what: str) -> subprocess.Popen:
+    proc = subprocess.Popen(argv + ["-batch", "-"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    proc.stdin.write("\n".join(lines) + "\n")
+    proc.stdin.close()
+    proc.what = what  # type: ignore[attr-defined]
+    return proc
+
+
+def _check(proc: subprocess.Popen) -> None:
+    out = proc.stdout.read()
+    if proc.wait() != 0:
+        raise StartupError(f"making the cluster's network failed ({proc.what}): {out.strip()[-300:]}",  # type: ignore
+                           "the nodes need root, iproute2 and the kernel's bridge and macvlan devices",
+                           doc="docs/troubleshooting.md#network-namespaces")
+
+
+def create(net: Network, keys: Optional[List[str]] = None) -> None:
+    """Make what of ``net`` is missing: the parent bridge and the host's macvlan, then the
+    namespace of each of ``keys`` (default: every missing one) with its macvlan, address,
+    loopback and a default route through the host."""
+    keys = missing(net) if keys is None else keys
+    lines = []
+    if not _link_exists(net.parent):
+        lines += [f"link add {net.parent} type bridge", f"link set {net.parent} up"]
+    if not _link_exists(net.host_if):
+        lines += [f"link add link {net.parent} name {net.host_if} type macvlan mode bridge",
+                  f"addr add {net.host_addr}/{net.prefixlen} dev {net.host_if}", f"link set {net.host_if} up"]
+    for k in keys:
+        lines += [f"netns add {netns_name(net.tag, k)}",
+                  f"link add link {net.parent} name {NODE_IF} netns {netns_name(net.tag, k)} type macvlan mode bridge"]
+    if lines:
+        _check(_run_batch([_ip()], lines, "host side"))
+    procs = [_run_batch([_ip(), "-n", netns_name(net.tag, k)],
+                        [f"addr add {net.addrs[k]}/{net.prefixlen} dev {NODE_IF}", f"link set {NODE_IF} up",
+                         "link set lo up", f"route add default via {net.host_addr}"], k) for k in keys]
+    for p in procs:
+        _check(p)
+
+
+def delete(tag: str) -> None:
+    """Remove every namespace and device of the cluster tagged ``tag`` (what is already gone
+    is skipped): deleting a namespace takes its macvlan with it."""
+    prefix = netns_name(tag, "")
+    try:
+        names = [n for n in os.listdir(NETNS_DIR) if n.startswith(prefix)]
+    except OSError:
+        names = []
+    lines = [f"netns del {n}" for n in names]
+    lines += [f"link del {dev}" for dev in (f"sch{tag}", f"scb{tag}") if _link_exists(dev)]
+    if lines:
+        # -force: go on past a line that fails (a namespace another `down` removed meanwhile).
+        subprocess.run([_ip(), "-force", "-batch", "-"], input="\n".join(lines) + "\n", text=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def leftovers(tag: str) -> List[str]:
+    """Namespaces and devices of ``tag`` that still exist (for tests and `down`'s check)."""
+    prefix = netns_name(tag, "")
+    try:
+        found = [f"netns {n}" for n in os.listdir(NETNS_DIR) if n.startswith(prefix)]
+    except OSError:
+        found = []
+    return found + [f"link {d}" for d in (f"sch{tag}", f"scb{tag}") if _link_exists(d)]
+
+
+def unavailable_reason() -> str:
+    """Why per-node network namespaces cannot be made here ("" when they can): they need
+    root (CAP_NET_ADMIN and CAP_SYS_ADMIN in the host's namespaces), `ip` and the kernel's
+    bridge and macvlan devices. The probe makes a bridge and a macvlan on it, then deletes
+    both."""
+    if os.geteuid() != 0:
+        return "rootless: nodes share this host's network (a loopback address each; ports can clash)"
+    if not find_binary("ip"):
+        return "no 'ip' program (apt-get install iproute2): nodes share this host's network"
+    probe = f"scp{os.getpid() % 100000}"
+    lines = [f"link add {probe} type bridge", f"link add link {probe} name {probe}m type macvlan mode bridge"]
+    res = subprocess.run([_ip(), "-batch", "-"], input="\n".join(lines) + "\n", text=True,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    subprocess.run([_ip(), "link", "del", probe], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    if res.returncode != 0:
+        return (f"the kernel refused a bridge or macvlan device ({res.stdout.strip()[:120]}): "
+                "nodes share this host's network")
+    return ""
