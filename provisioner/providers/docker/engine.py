@@ -106,6 +106,17 @@ def has_nvidia_runtime() -> bool:
         return False
 
 
+def host_facts() -> Dict[str, Optional[str]]:
+    """What the engine says of the machine its containers run on: {"cgroup_version": "1" or
+    "2" (None: an engine too old to say), "cpus": its CPU count as text (None: not said)}."""
+    try:
+        info = client().info()
+    except DockerException as exc:
+        raise explain(exc, "asking the engine about its host") from None
+    version, cpus = info.get("CgroupVersion"), info.get("NCPU")
+    return {"cgroup_version": str(version) if version else None, "cpus": str(cpus) if cpus else None}
+
+
 def label_filter(cluster: Optional[str] = None) -> Dict[str, str]:
     return {"label": f"{LABEL_CLUSTER}={cluster}" if cluster else LABEL_CLUSTER}
 

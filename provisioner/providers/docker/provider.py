@@ -11,6 +11,13 @@ directory at /shared in every container holds job files.
 Containers and the network are labelled (io.simcluster.cluster=<name>, role, node,
 state-dir), so clusters made by an older simcluster (no state file) are still found and
 removed (orphans).
+
+Limits: `--privileged` node containers on a cgroup v1 host get a private cgroup namespace,
+so each node's slurmd sees its container's cgroup as the root of every hierarchy and
+manages the subtree below it as on a production node (proctrack/cgroup, task/cgroup,
+cgroup.conf: --mem, GPU devices, cores). Unprivileged containers cannot (their cgroup
+filesystems are read-only), nor, so far, containers on a cgroup v2 host (Slurm 22.05's
+cgroup/v2 plugin wants systemd inside); there nothing is enforced and `status` says why.
 """
 
 from __future__ import annotations
@@ -55,6 +62,30 @@ CONTAINER_PATHS = NodePaths(etc=CONFIG_MOUNT, log="/var/log/slurm", run="/run/sl
                             munge_dir="/run/munge", dev="/dev", db_dir="/var/lib/simcluster-db", root=SHARED_MOUNT)
 
 
+# Why a cluster's nodes get no cgroup limits (Placement.node_cgroups), by cause.
+UNPRIVILEGED_NOTE = ("not enforced: unprivileged containers cannot manage their cgroups "
+                     "('up --privileged' enforces --mem, GPU devices and cores)")
+CGROUP_V2_NOTE = ("not enforced: the docker engine's host has cgroup v2, where simcluster does not yet "
+                  "enforce limits in containers (it does on cgroup v1 hosts with --privileged)")
+UNKNOWN_CGROUPS_NOTE = "not enforced: the docker engine does not say its host's cgroup version"
+
+
+def cgroups_note(privileged: bool, cgroup_version: Optional[str]) -> str:
+    """"" where the node containers can run Slurm's cgroup plugins (privileged, on a cgroup
+    v1 host: a private cgroup namespace each, its hierarchies writable), else why not.
+    ``cgroup_version`` is what the engine reports ("1", "2"; None: not said)."""
+    if not privileged:
+        return UNPRIVILEGED_NOTE
+    if cgroup_version == "1":
+        return ""
+    return CGROUP_V2_NOTE if cgroup_version == "2" else UNKNOWN_CGROUPS_NOTE
+
+
+def uses_cgroups(state: ClusterState) -> bool:
+    """Does this cluster enforce cgroup limits (decided at provision time, kept in its state)?"""
+    return bool(state.provider_data.get("cgroups"))
+
+
 def container_name(cluster: str, node: Optional[str] = None) -> str:
     return f"simcluster-{cluster}-{node or 'ctl'}"
 
@@ -67,8 +98,11 @@ def spec_digest(spec: ClusterSpec) -> str:
     return hashlib.sha256(json.dumps(spec.identity(), sort_keys=True).encode()).hexdigest()[:16]
 
 
-def container_config(spec: ClusterSpec, layout: ClusterLayout, image_tag: str, node: Optional[str]) -> Dict:
-    """The SDK's containers.run() arguments for the controller (``node`` None) or a node."""
+def container_config(spec: ClusterSpec, layout: ClusterLayout, image_tag: str, node: Optional[str],
+                     cgroups: bool = False) -> Dict:
+    """The SDK's containers.run() arguments for the controller (``node`` None) or a node.
+    ``cgroups``: the nodes enforce limits (cgroups_note): each node container gets a cgroup
+    namespace of its own, so its slurmd sees the container's cgroup as the root."""
     labels = {LABEL_CLUSTER: spec.name, LABEL_ROLE: "node" if node else "controller", LABEL_SPEC: spec_digest(spec),
               LABEL_STATE: str(layout.root), LABEL_FAKE: str(spec.fake_gpus).lower()}
     config: Dict = dict(
@@ -83,6 +117,8 @@ def container_config(spec: ClusterSpec, layout: ClusterLayout, image_tag: str, n
         gpus = spec.node(node).gpus
         labels[LABEL_NODE] = node
         labels[LABEL_GPUS] = ",".join(map(str, gpus))
+        if cgroups:
+            config["cgroupns"] = "private"
         if gpus and not spec.fake_gpus:  # only this node's GPUs: inside they are 0..n-1
             config["device_requests"] = [DeviceRequest(device_ids=[",".join(map(str, gpus))],
                                                        capabilities=[["gpu"]])]
@@ -117,6 +153,23 @@ def choose_image(spec: ClusterSpec, progress: Progress) -> str:
         raise UsageError(f"image {tag} was built before accounting support (it has no slurmdbd)",
                          f"rebuild it: simcluster image build{build_flags}")
     return tag
+
+
+def cgroups_described(spec: ClusterSpec, host_cpus: Optional[int]) -> str:
+    """Placement.node_cgroups of a cluster that enforces limits."""
+    cores = ", cores)" if host_cpus and all(n.cpus <= host_cpus for n in spec.nodes) else \
+        "; cores not pinned: the nodes claim more CPUs than the engine's host has)"
+    return ("enforced: proctrack/cgroup and task/cgroup in each node container's own cgroup namespace (--mem, "
+            "GPU devices" + cores)
+
+
+def foreign_gpus_script(own: List[int]) -> str:
+    """Removes the /dev/nvidiaN nodes of GPUs that are not ``own``: a --privileged container
+    gets every device of the host, and a node must hold only its own GPUs (Slurm's device
+    cgroups deny only the node's GPUs that a job was not given)."""
+    keep = "|".join(map(str, own)) or "none"
+    return (f'for d in /dev/nvidia[0-9]*; do [ -e "$d" ] || continue; '
+            f'case "${{d#/dev/nvidia}}" in {keep}) ;; *) rm -f "$d";; esac; done')
 
 
 def _slurm_flag(spec: ClusterSpec) -> str:
@@ -156,6 +209,14 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
         state.provider_data = {"image": tag, "network": network_name(spec.name),
                                "containers": {k: container_name(spec.name, None if k == CONTROLLER else k)
                                               for k in keys}}
+        # cgroup limits where the containers can manage their own cgroups (cgroups_note);
+        # decided once, here, and kept in the state: placement() reads no engine.
+        facts = engine.host_facts() if spec.privileged else {}
+        note = cgroups_note(spec.privileged, facts.get("cgroup_version"))
+        state.provider_data["cgroups"] = not note
+        state.provider_data["cgroups_note"] = note
+        if not note and (facts.get("cpus") or "").isdigit():
+            state.provider_data["host_cpus"] = int(facts["cpus"])  # every container sees all of them
         state.save()  # before anything exists: a failed or interrupted up is found by `down`
         docker = client()
         try:
@@ -164,7 +225,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
             raise explain(exc, f"creating network {network_name(spec.name)}") from None
 
         def create(key: str) -> str:
-            config = container_config(spec, layout, tag, None if key == CONTROLLER else key)
+            config = container_config(spec, layout, tag, None if key == CONTROLLER else key, cgroups=not note)
             try:
                 return docker.containers.run(**config).id
             except DockerException as exc:
@@ -174,18 +235,27 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
         with ThreadPoolExecutor(max_workers=min(16, len(keys))) as pool:
             ids = list(pool.map(create, keys))
         state.provider_data["containers"] = dict(zip(keys, ids))
+        self._drop_foreign_gpus(state, [n.name for n in spec.nodes])
         state.placement = self.placement(state).to_dict()
         progress(f" - network and {len(keys)} containers from {tag} ... done ({time.monotonic() - t0:.2f}s)")
 
     def placement(self, state: ClusterState) -> Placement:
         """Every path is the containers' own (CONTAINER_PATHS); nothing is read from the host."""
         spec, layout = state.cluster_spec, state.layout
+        use_cgroups = uses_cgroups(state)
+        # Older states did not record the decision: nothing was enforced then.
+        cg_note = state.provider_data.get("cgroups_note")
+        if cg_note is None:
+            cg_note = UNPRIVILEGED_NOTE if not spec.privileged else "not enforced: made by an older simcluster"
+        # With cgroups, the CPUs every container sees: nodes that claim no more get their
+        # cores pinned (ConstrainCores, task/affinity).
+        host_cpus = state.provider_data.get("host_cpus") if use_cgroups else None
         # slurm_user root, no TaskProlog (each container sees only its own GPUs), names
         # resolve through Docker's DNS (no hosts file, no nss_wrapper).
         render = RenderInputs(
             paths=CONTAINER_PATHS, hostname=CONTROLLER_HOST, slurm_user="root",
             controller_port=state.controller_port, node_ports=dict(state.node_ports), nodes_are_hosts=True,
-            controller_addr=None, task_prolog=False,
+            controller_addr=None, task_prolog=False, cgroups=use_cgroups, host_cpus=host_cpus,
             accounting=AccountingInputs(dbd_port=state.slurmdbd_port or DBD_PORT,
                                         storage_port=state.mariadb_port or STORAGE_PORT,
                                         dbd_host=CONTROLLER_HOST, dbd_addr=CONTROLLER_HOST) if spec.accounting
@@ -198,10 +268,27 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
             dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
             controller_where=f"container {container_name(state.name)}",
             node_etc_slurm=f"the cluster's config (mounted read-only, as {CONFIG_MOUNT} too)",
+            node_network=f"a container each on docker network {network_name(state.name)} (own address and ports)",
+            node_cgroups=cgroups_described(spec, host_cpus) if use_cgroups else cg_note,
             usage=(f"use it: simcluster exec --name {state.name} -- sinfo   (job files: {layout.root / 'shared'} "
                    f"= {SHARED_MOUNT} in every node)"),
             install_hint=(f"simcluster image build --train{_slurm_flag(spec)}, then "
                           f"up --image {image.image_tag(True, spec.slurm_release or image.DEFAULT_SLURM)}"))
+
+    def _drop_foreign_gpus(self, state: ClusterState, keys: List[str]) -> None:
+        """GPUs in --privileged node containers (which get every GPU of a GPU host): each
+        keeps only its own device nodes (foreign_gpus_script); at every start, as a started
+        container's /dev is made anew. Fake GPUs are made later, in their node only."""
+        spec = state.cluster_spec
+        if not spec.privileged or not spec.all_gpus:
+            return
+        nodes = [k for k in keys if k != CONTROLLER]
+
+        def drop(node: str) -> None:
+            self.runner(state, node).run(["sh", "-c", foreign_gpus_script(list(spec.node(node).gpus))], timeout=30)
+        if nodes:
+            with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+                list(pool.map(drop, nodes))
 
     def runner(self, state: ClusterState, key: str) -> DockerExecRunner:
         return DockerExecRunner(container_name(state.name, None if key == CONTROLLER else key))
@@ -231,6 +318,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
         if keys:
             with ThreadPoolExecutor(max_workers=min(16, len(keys))) as pool:
                 list(pool.map(start, keys))
+            self._drop_foreign_gpus(state, keys)
 
     def stop_machines(self, state: ClusterState) -> None:
         """Stop the containers (their files stay: StateSaveLocation, the database, logs)."""

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 from provisioner.cluster.placement import CONTROLLER
 from provisioner.cluster.state import ClusterState
 from provisioner.config.types import ClusterSpec
 from provisioner.paths import ClusterLayout
 from provisioner.providers.docker.engine import LABEL_CLUSTER, LABEL_SPEC_JSON
-from provisioner.providers.docker.provider import DockerProvider, container_config
+from provisioner.providers.docker.provider import (CGROUP_V2_NOTE, UNPRIVILEGED_NOTE, DockerProvider, cgroups_note,
+                                                   container_config, foreign_gpus_script)
+from provisioner.render import render_all
 from tests.unit.conftest import spec_from
 
 
@@ -44,3 +47,73 @@ def test_placement_runs_a_munged_per_container_and_shares_job_files(tmp_path):
     assert (pl.job_root, pl.job_root_in_cluster) == (tmp_path / "c" / "shared", "/shared")
     assert DockerProvider().runner(state, "node1").exec_prefix("/shared", False) == [
         "docker", "exec", "-i", "-w", "/shared", f"simcluster-{s.name}-node1"]
+
+
+def _state(tmp_path, spec, **provider_data) -> ClusterState:
+    state = ClusterState(name=spec.name, backend="docker", spec=spec.to_dict(), root=str(tmp_path / "c"),
+                         hostname="h", user="u", controller_port=6817, node_ports={n.name: 6818 for n in spec.nodes})
+    state.provider_data.update(provider_data)
+    return state
+
+
+def test_only_privileged_containers_on_a_cgroup_v1_host_enforce_limits():
+    assert cgroups_note(True, "1") == ""
+    assert cgroups_note(False, "1") == UNPRIVILEGED_NOTE and "'up --privileged'" in UNPRIVILEGED_NOTE
+    # cgroup v2: not enforced yet (Slurm 22.05's cgroup/v2 plugin wants systemd in the node).
+    assert cgroups_note(True, "2") == CGROUP_V2_NOTE and cgroups_note(False, "2") == UNPRIVILEGED_NOTE
+    assert cgroups_note(True, None).startswith("not enforced: ")
+    for note in (UNPRIVILEGED_NOTE, CGROUP_V2_NOTE, cgroups_note(True, None)):
+        assert "\n" not in note and note.startswith("not enforced: ")
+
+
+def test_node_containers_get_a_private_cgroup_namespace_where_limits_are_enforced(tmp_path):
+    s = spec_from({"backend": "docker", "nodes": 2, "privileged": True})
+    layout = ClusterLayout(tmp_path / "t")
+    assert container_config(s, layout, "img:1", "node1", cgroups=True)["cgroupns"] == "private"
+    assert "cgroupns" not in container_config(s, layout, "img:1", None, cgroups=True)  # the controller: no slurmd
+    assert "cgroupns" not in container_config(s, layout, "img:1", "node1")  # the engine's default
+
+
+def test_placement_of_an_unprivileged_cluster_renders_no_cgroups_and_says_why(tmp_path):
+    s = spec_from({"backend": "docker", "nodes": 2})
+    pl = DockerProvider().placement(_state(tmp_path, s, cgroups=False, cgroups_note=UNPRIVILEGED_NOTE))
+    assert not pl.render.cgroups and pl.render.host_cpus is None
+    assert pl.node_cgroups == UNPRIVILEGED_NOTE
+    assert pl.node_network == f"a container each on docker network simcluster-{s.name} (own address and ports)"
+    # A state from before the decision was recorded: unprivileged, nothing enforced.
+    assert DockerProvider().placement(_state(tmp_path, s)).node_cgroups == UNPRIVILEGED_NOTE
+    conf = render_all(s, pl.render)
+    assert "ProctrackType=proctrack/linuxproc" in conf["slurm.conf"]
+
+
+def test_placement_of_a_privileged_v1_cluster_renders_cgroup_plugins(tmp_path):
+    s = spec_from({"backend": "docker", "nodes": 2, "cpus": 2, "privileged": True})
+    pl = DockerProvider().placement(_state(tmp_path, s, cgroups=True, cgroups_note="", host_cpus=4))
+    assert pl.render.cgroups and pl.render.host_cpus == 4 and pl.gpus_renumbered
+    assert pl.node_cgroups == ("enforced: proctrack/cgroup and task/cgroup in each node container's own cgroup "
+                               "namespace (--mem, GPU devices, cores)")
+    conf = render_all(s, pl.render)
+    assert "ProctrackType=proctrack/cgroup" in conf["slurm.conf"]
+    assert "TaskPlugin=task/cgroup,task/affinity" in conf["slurm.conf"]
+    assert "ConstrainRAMSpace=yes" in conf["cgroup.conf"] and "ConstrainCores=yes" in conf["cgroup.conf"]
+    # Nodes that claim more CPUs than the engine's host has: limits, but no pinned cores.
+    big = spec_from({"backend": "docker", "nodes": 2, "cpus": 8, "privileged": True})
+    pl = DockerProvider().placement(_state(tmp_path, big, cgroups=True, cgroups_note="", host_cpus=4))
+    assert "cores not pinned" in pl.node_cgroups
+    assert "ConstrainCores=no" in render_all(big, pl.render)["cgroup.conf"]
+    # Privileged on a cgroup v2 host: the reason, and nothing enforced.
+    pl = DockerProvider().placement(_state(tmp_path, s, cgroups=False, cgroups_note=CGROUP_V2_NOTE))
+    assert not pl.render.cgroups and pl.node_cgroups == CGROUP_V2_NOTE
+
+
+def test_a_privileged_node_keeps_only_its_own_gpu_device_nodes(tmp_path):
+    for name in ("nvidia0", "nvidia2", "nvidia3", "nvidia12", "nvidiactl", "nvidia-uvm"):
+        (tmp_path / name).touch()
+    script = foreign_gpus_script([2, 3]).replace("/dev/", f"{tmp_path}/")
+    subprocess.run(["sh", "-c", script], check=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nvidia-uvm", "nvidia2", "nvidia3", "nvidiactl"]
+    subprocess.run(["sh", "-c", foreign_gpus_script([]).replace("/dev/", f"{tmp_path}/")], check=True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["nvidia-uvm", "nvidiactl"]
+    empty = tmp_path / "none"
+    empty.mkdir()  # no GPU device at all: nothing to do, no error
+    subprocess.run(["sh", "-c", foreign_gpus_script([0]).replace("/dev/", f"{empty}/")], check=True)
