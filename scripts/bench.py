@@ -268,9 +268,11 @@ def raw_munged(c: Cluster, slurmd_env: Dict[str, str]) -> List[str]:
 
 
 def raw_slurmctld(c: Cluster, slurmd_env: Dict[str, str]) -> List[str]:
-    # steps.start_slurmctld: then Runner.listening, a LISTEN (0A) row for the port in /proc/net/tcp{,6}.
+    # steps.start_slurmctld: then Runner.listening, a LISTEN (0A) row for the port in /proc/net/tcp{,6}
+    # (read in the controller's network namespace where it has one: the tables are per namespace).
     port = f"{c.state.controller_port:04X}"
-    listening = (f"awk '$2 ~ /:{port}$/ && $4 == \"0A\" {{f=1}} END {{exit !f}}' "
+    enter = shlex.join(c.placement.controller_prefix) + " " if c.placement.controller_prefix else ""
+    listening = (f"{enter}awk '$2 ~ /:{port}$/ && $4 == \"0A\" {{f=1}} END {{exit !f}}' "
                  "/proc/net/tcp /proc/net/tcp6")
     return [launch(c, "slurmctld", daemons.slurmctld_argv(c), {})] + wait_loop(listening, 0.005, 0.05)
 

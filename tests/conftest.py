@@ -7,6 +7,7 @@ cluster is left running.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -110,6 +111,14 @@ class Cluster:
     @property
     def slurm_conf(self) -> Path:
         return self.root / "etc" / "slurm.conf"
+
+    @property
+    def gpus_constrained(self) -> bool:
+        """True where the nodes have device cgroups (local as root): a job then sees only its
+        own GPUs, numbered from 0 as Slurm numbers them, as in production; False: the
+        TaskProlog gives the node's physical GPU ids."""
+        state = json.loads((self.root / "state.json").read_text())
+        return bool(state.get("provider_data", {}).get("cgroups"))
 
     def env(self) -> Dict[str, str]:
         env = dict(os.environ)

@@ -17,8 +17,8 @@ def test_sbatch_script_runs_on_both_nodes(slurm_cluster):
     assert job.state == "COMPLETED", job.output
     assert job.exit_code == 0
     lines = sorted(job.output.splitlines())
-    # Each node got one GPU of its own (fake:2 = GPUs 0 and 1).
-    assert lines == ["hello from node1 gpu 0", "hello from node2 gpu 1"]
+    # Each node got one GPU of its own (fake:2 = GPUs 0 and 1), and its task sees just that one.
+    assert lines == ["hello from node1 with 1 gpu", "hello from node2 with 1 gpu"]
 
 
 def square(x):

@@ -55,6 +55,9 @@ class RunResult:
     findings: List[Finding] = field(default_factory=list)
     output_tail: str = ""
     real: bool = False
+    # True where each node numbers its own GPUs from 0 (device cgroups, containers): a GPU
+    # is then (node, id), and GPU 0 of node1 and of node2 are two GPUs, as on real hosts.
+    gpus_per_node_ids: bool = False
 
     def to_dict(self) -> Dict:
         return {"cluster": self.cluster, "nodes": self.shape.nodes_max, "job_id": self.job_id, "state": self.state,
@@ -138,6 +141,7 @@ def dry_run(path: str, text: str, real: bool = False, timeout: float = 120.0,
         made = True
         up(spec, provider_named("local"), progress=lambda m: None)
         result.up_seconds = time.monotonic() - t0
+        result.gpus_per_node_ids = load(name).placement.gpus_renumbered
         gpus = f", {shape.gpus_per_node} fake GPU{'s' if shape.gpus_per_node != 1 else ''} each" \
             if shape.gpus_per_node else ""
         cpus = spec.nodes[0].cpus
@@ -307,7 +311,7 @@ def collisions(result: RunResult, script) -> List[Finding]:
                     f"{describe(r)} would use cuda:{idx} but sees {count} GPU{'s' if count != '1' else ''} "
                     f"(CUDA_VISIBLE_DEVICES={r['env'].get('CUDA_VISIBLE_DEVICES')})")
             elif gpu:
-                by_gpu[gpu].append(r)
+                by_gpu[f"{gpu} of {r['node']}" if result.gpus_per_node_ids else gpu].append(r)
         for gpu, rs in sorted(by_gpu.items()):
             ranks = {r["env"].get("RANK") for r in rs}
             if len(rs) > 1:

@@ -119,11 +119,14 @@ def test_each_node_finds_the_clusters_config_at_etc_slurm_and_the_hosts_is_untou
 
 
 def test_each_job_sees_its_nodes_physical_gpu_ids(make_cluster, tmp_path):
-    """Pitfall 1: Slurm alone gives index 0 on every node; jobs must see 6 and 7."""
+    """Pitfall 1: Slurm alone gives index 0 on every node; without device cgroups jobs must
+    see 6 and 7. With them (root) each node can open only its own GPU, and a job sees it
+    as 0, as Slurm numbers it on a production host."""
     c = make_cluster("--nodes", "2", "--gpus", "6,7", "--fake-gpus")
+    g1, g2 = ("0", "0") if c.gpus_constrained else ("6", "7")
     out = c.run(["srun", "-N2", "--gres=gpu:1", "bash", "-c",
                  "echo $SLURMD_NODENAME=$CUDA_VISIBLE_DEVICES"]).stdout.split()
-    assert sorted(out) == ["node1=6", "node2=7"]
+    assert sorted(out) == [f"node1={g1}", f"node2={g2}"]
 
     # The batch step sees it too, and a step without a GPU sees none.
     job = write_job(tmp_path / "gpu.sh", f"""
@@ -133,7 +136,7 @@ def test_each_job_sees_its_nodes_physical_gpu_ids(make_cluster, tmp_path):
     """)
     job_id = c.run(["sbatch", "--parsable", str(job)]).stdout.strip()
     assert wait_job(c, job_id) == "COMPLETED"
-    assert (tmp_path / "gpu.out").read_text().split() == ["batch=7", "step=7"]
+    assert (tmp_path / "gpu.out").read_text().split() == [f"batch={g2}", f"step={g2}"]
     no_gpu = c.run(["srun", "-N1", "-w", "node1", "bash", "-c", "echo \"[$CUDA_VISIBLE_DEVICES]\""]).stdout
     assert no_gpu.strip() == "[]"
 
@@ -141,19 +144,21 @@ def test_each_job_sees_its_nodes_physical_gpu_ids(make_cluster, tmp_path):
 def test_two_gpus_per_node_are_split_between_jobs(make_cluster, tmp_path):
     c = make_cluster("--nodes", "2", "--gpus", "0-3", "--fake-gpus")
     both = c.run(["srun", "-N1", "-w", "node2", "--gres=gpu:2", "bash", "-c", "echo $CUDA_VISIBLE_DEVICES"])
-    assert both.stdout.strip() == "2,3"
-    # Two concurrent one-GPU jobs on node2 get different physical GPUs.
+    assert both.stdout.strip() == ("0,1" if c.gpus_constrained else "2,3")
+    # Two concurrent one-GPU jobs on node2 get different physical GPUs (the TaskProlog's
+    # ids; with device cgroups Slurm's node-local index of the GPU each job was given).
+    show = "$SLURM_STEP_GPUS" if c.gpus_constrained else "$CUDA_VISIBLE_DEVICES"
     ids = []
     for i in range(2):
         job = write_job(tmp_path / f"g{i}.sh", f"""
             #SBATCH -N1 -w node2 --gres=gpu:1 --mem=1 --output={tmp_path}/g{i}.out
-            echo $CUDA_VISIBLE_DEVICES; sleep 2
+            echo {show}; sleep 2
         """)
         ids.append(c.run(["sbatch", "--parsable", str(job)]).stdout.strip())
     for job_id in ids:
         assert wait_job(c, job_id) == "COMPLETED"
     seen = sorted((tmp_path / f"g{i}.out").read_text().strip() for i in range(2))
-    assert seen == ["2", "3"]
+    assert seen == (["0", "1"] if c.gpus_constrained else ["2", "3"])
 
 
 def test_master_addr_from_nodelist_resolves_and_accepts_connections(make_cluster, tmp_path):
@@ -203,8 +208,9 @@ def test_production_shape_requests_are_accepted(make_cluster, tmp_path):
     """)
     job_id = c.run(["sbatch", "--parsable", str(job)]).stdout.strip()
     assert wait_job(c, job_id) == "COMPLETED"
+    g1, g2 = ("0", "0") if c.gpus_constrained else ("6", "7")
     assert sorted((tmp_path / "big.out").read_text().strip().splitlines()) == [
-        "node1 cpus=28 gpu=6", "node2 cpus=28 gpu=7"]
+        f"node1 cpus=28 gpu={g1}", f"node2 cpus=28 gpu={g2}"]
     node = c.run(["scontrol", "show", "node", "node1", "-o"]).stdout
     assert "CPUTot=112" in node and "RealMemory=240000" in node
 
@@ -212,7 +218,7 @@ def test_production_shape_requests_are_accepted(make_cluster, tmp_path):
 def test_eight_nodes_all_reached_by_srun(make_cluster):
     c = make_cluster("--nodes", "8", "--fake-gpus", "8")
     out = c.run(["srun", "-N8", "--gres=gpu:1", "bash", "-c", "echo $SLURMD_NODENAME:$CUDA_VISIBLE_DEVICES"]).stdout
-    assert sorted(out.split()) == sorted(f"node{i + 1}:{i}" for i in range(8))
+    assert sorted(out.split()) == sorted(f"node{i + 1}:{0 if c.gpus_constrained else i}" for i in range(8))
 
 
 def test_two_clusters_side_by_side(make_cluster):

@@ -1,6 +1,7 @@
 """Names and addresses in jobs behave as on separate hosts (local backend, real daemons).
 
-Each virtual node has a loopback address of its own; in a job a node name and a numeric
+Each virtual node has an address of its own (as root on its own network, else a loopback
+address); in a job a node name and a numeric
 address each resolve to one address (servers that bind every getaddrinfo result, as
 tornado does, then start), IPv6 lookups with AI_V4MAPPED answer at once (torch asks those
 first), and a server a job starts on one node is reachable from another node by name and
@@ -82,7 +83,12 @@ def test_lookups_in_jobs_give_one_address_each_and_nodes_bind_the_same_port(make
     results = {r["node"]: r for r in map(json.loads, out.splitlines())}
     assert sorted(results) == ["node1", "node2"], out
     addr1, addr2 = results["node1"]["own"], results["node2"]["own"]
-    assert addr1 != addr2 and addr1.startswith("127.") and not addr1.startswith("127.0.")
+    net = json.loads((c.root / "state.json").read_text())["provider_data"].get("network")
+    if net:  # a network namespace each (root): the cluster's own subnet
+        assert addr1 == net["addrs"]["node1"] and addr2 == net["addrs"]["node2"], (addr1, addr2)
+    else:  # sharing the host's network: a loopback address each, never 127.0.x.x
+        assert addr1.startswith("127.") and not addr1.startswith("127.0.")
+    assert addr1 != addr2
     for node, r in results.items():
         assert r["node1"]["any"] == [addr1] and r["node2"]["any"] == [addr2], r
         assert r[r["own"]]["any"] == [r["own"]], r  # a numeric address: itself, once
@@ -155,13 +161,15 @@ def test_each_node_has_a_process_table_and_spool_of_its_own(make_cluster, tmp_pa
         assert lines["spool"] == str(c.root / "spool" / node), out
 
     # No TaskProlog where nothing needs one (no GPUs here or in the spec, Debian's Open MPI or
-    # none): Open MPI in jobs still gets the loopback settings, from the node's parameter file.
+    # none): Open MPI in jobs still gets the nodes' TCP settings, from the node's parameter file.
     if not glob.glob("/dev/nvidia[0-9]*") and not names.foreign_openmpi():
         assert "TaskProlog=" not in c.slurm_conf.read_text()
     if shutil.which("ompi_info") and names.openmpi_params():
         info = c.run(["srun", "-N1", "-w", "node2", "ompi_info", "--parsable", "--param", "btl", "tcp",
                       "--level", "9"]).stdout
-        assert "mca:btl:tcp:param:btl_tcp_if_include:value:lo" in info.splitlines(), info
+        net = state["provider_data"].get("network")
+        want = net["subnet"] if net else "lo"  # TCP over the nodes' own network, or loopback
+        assert f"mca:btl:tcp:param:btl_tcp_if_include:value:{want}" in info.splitlines(), info
 
     # 20 jobs on node1: each leaves a slurmstepd that slurmd double-forked; tini reaps them.
     c.run(["sbatch", "--wait", "-w", "node1", "--array=0-19", "-o", "/dev/null", "--wrap", "true"], timeout=120)

@@ -80,6 +80,10 @@ def test_rootless_cluster_runs_jobs_as_the_user(unprivileged_user):
             assert job.returncode == 0 and job.stdout.split()[-1] == "rl", job.stdout + job.stderr
         else:
             assert "SLURM_CONF" in st["node_etc_slurm"], st["node_etc_slurm"]
+        # Without root no network namespace or cgroup can be made: status says what the
+        # nodes share instead (never a silent difference).
+        assert st["node_network"].startswith(("rootless", "no namespaces")), st["node_network"]
+        assert "not enforced" in st["node_cgroups"], st["node_cgroups"]
         # Every daemon runs as the user, none as root.
         for line in daemons_under(home / "rl"):
             pid = int(line.split(":")[0])

@@ -124,14 +124,15 @@ def leftovers(tag: str) -> List[str]:
     return [str(ROOT / c / BASE / tag) for c in CONTROLLERS if (ROOT / c / BASE / tag).exists()]
 
 
-def fstab_lines() -> List[str]:
+def fstab_lines(mounts_file: str = "/proc/self/mounts") -> List[str]:
     """fstab lines that give a node this host's cgroup v1 layout, seen from its own cgroup
     namespace: a fresh tmpfs over /sys/fs/cgroup, then every hierarchy mounted again in it
     (in a node's cgroup namespace the mount's root is the node's cgroup, cgroup_namespaces(7)).
     Not over the host's own mounts: the kernel refuses a second mount of a hierarchy on the
     root of a mount of it (EBUSY); X-mount.mkdir makes the mount points in the tmpfs."""
     lines = [f"{MOUNT_SOURCE} {ROOT} tmpfs rw,nosuid,nodev,noexec,mode=755 0 0"]
-    lines += [f"{MOUNT_SOURCE} {point} cgroup {opts},X-mount.mkdir 0 0" for point, opts in sorted(_mounts().items())]
+    lines += [f"{MOUNT_SOURCE} {point} cgroup {opts},X-mount.mkdir 0 0"
+              for point, opts in sorted(_mounts(mounts_file).items())]
     return lines
 
 
