@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List, Sequence
 
 from provisioner.errors import UsageError
-from provisioner.verify import basic, faults, training, versions
+from provisioner.verify import basic, faults, isolation, training, versions
 from provisioner.verify.runner import Check
 
 SUITES = ("basic", "signals", "ddp", "fsdp", "deepspeed", "megatron", "faults")
@@ -29,6 +29,11 @@ CHECKS: Sequence[Check] = (
           "srun in a --cpus-per-task=2 job inherits it as this Slurm release does (lost in 22.05, back in 23.11)"),
     Check("basic.gpus-per-task", "basic", versions.check_gpus_per_task,
           "--gpus-per-task=1 gives each task its own GPU; --gpu-bind=none and the job's variables as this release does"),
+    Check("basic.isolation", "basic", isolation.check_isolation,
+          "nodes are machines of their own: 2 nodes bind one port at once, a connection comes from its node's "
+          "address, srun finds /etc/slurm without SLURM_CONF, a job cannot open another's GPU"),
+    Check("basic.limits", "basic", isolation.check_limits,
+          "a job over its --mem ends OUT_OF_MEMORY (cgroups enforce the limit)"),
     Check("basic.array", "basic", basic.check_array, "a job array sets SLURM_ARRAY_*"),
     Check("basic.dependency", "basic", basic.check_dependency, "--dependency=afterok runs only after its parent succeeded"),
     Check("basic.requeue", "basic", basic.check_requeue,

@@ -29,6 +29,59 @@ _PROBE = ("import importlib.util, json, sys\n"
           "print(json.dumps({m: ok(m) for m in sys.argv[1:]}))\n")
 
 
+@dataclass(frozen=True)
+class NodeFacts:
+    """What the cluster's nodes have of a machine of their own, as its placement says
+    (basic.isolation and basic.limits check it; node_facts decides it)."""
+
+    own_network: bool  # a network each (network namespaces, containers, real hosts)
+    network: str  # what they have, or why they share this host's network
+    cgroups: bool  # cgroups enforce --mem and GPU devices (proctrack/cgroup + task/cgroup)
+    limits: str  # how, or why not
+    etc_slurm: bool  # the nodes see the cluster's config at /etc/slurm
+    etc_slurm_note: str  # what they see there ("" where the placement does not say)
+    gpu_device_dir: str = "/dev"  # where the nodes' GPU device files are (gres.conf's File= lines)
+    nodes_are_hosts: bool = False  # each node a machine (container, host): others' devices may not exist there
+
+    @classmethod
+    def unknown(cls) -> "NodeFacts":
+        """For a target built without a placement: nothing is claimed, so nothing is checked."""
+        why = "the cluster's placement does not say"
+        return cls(False, f"{why} what network its nodes have", False, f"{why} whether cgroups enforce limits",
+                   False, f"{why} what the nodes see at /etc/slurm")
+
+
+def node_facts(placement, fake_gpus: bool = False) -> NodeFacts:
+    """The one place that decides what a cluster's nodes have, from its Placement.
+
+    Network: nodes that are hosts (containers, deployed machines: render.nodes_are_hosts)
+    have their own; local nodes have their own where the provider gave them a subnet
+    (render.node_subnet: a network namespace each), else they share this host's. Limits:
+    enforced where the cluster was rendered with cgroups (render.cgroups). /etc/slurm: the
+    cluster's config where node_etc_slurm says so, or where it says nothing about
+    nodes that are hosts (a deployed cluster: its config is at /etc/slurm by default).
+    The placement's notes say what, or why not.
+    """
+    render = placement.render
+    hosts = bool(getattr(render, "nodes_are_hosts", False))
+    subnet = getattr(render, "node_subnet", None)
+    own_network = hosts or bool(subnet)
+    cgroups = bool(getattr(render, "cgroups", False))
+    network = placement.node_network or (
+        ("every node is a host of its own" if hosts else f"a network namespace each on {subnet}")
+        if own_network else "the nodes share this host's network")
+    limits = placement.node_cgroups or (
+        "enforced: proctrack/cgroup and task/cgroup" if cgroups
+        else "this cluster's Slurm does not track jobs with cgroups: --mem and GPU devices are not enforced")
+    etc_note = placement.node_etc_slurm or ""
+    etc_slurm = etc_note.startswith("the cluster's config") or (not etc_note and hosts)
+    if not etc_slurm and not etc_note:
+        etc_note = "the cluster's placement does not say what the nodes see at /etc/slurm"
+    # As gres.conf names them (render.py's gpu_device_dir): fake GPUs in the cluster's dev directory.
+    gpu_dir = render.paths.dev if fake_gpus else "/dev"
+    return NodeFacts(own_network, network, cgroups, limits, etc_slurm, etc_note, gpu_dir, hosts)
+
+
 @dataclass
 class VerifyTarget:
     """What the checks need to know about the cluster they run on."""
@@ -47,6 +100,8 @@ class VerifyTarget:
     # ``fast`` (provisioner.cluster.faults.Injector); None where simcluster cannot inject
     # faults (a deployed cluster over SSH), and those checks SKIP.
     faults: Optional[object] = None
+    # What the nodes have of a machine of their own (network, cgroups, /etc/slurm): node_facts.
+    nodes: NodeFacts = field(default_factory=NodeFacts.unknown)
     _modules: Dict[str, bool] = field(default_factory=dict)
 
     def cluster_path(self, path) -> str:
@@ -96,5 +151,6 @@ def target_of(cluster) -> VerifyTarget:
         files=provider.job_files(cluster), python_bin=pl.python_bin, gpus_renumbered=pl.gpus_renumbered,
         install_hint=pl.install_hint, logs_hint=provider.logs_hint(cluster),
         faults=Injector(cluster.name) if isinstance(provider, NodeProcesses) else None,
+        nodes=node_facts(pl, bool(cluster.spec.fake_gpus)),
         # The jobs' python is asked where jobs run: a node (the controller may have none).
         probe_runner=cluster.runner(nodes[0]) if nodes else None)
