@@ -74,7 +74,8 @@ def command(name, suite, as_json, junit, timeout, **where):
     Suites (default: all):
       basic      controller, nodes, srun env over all nodes, GPU ids per node, sbatch
                  output, MPI, job array, afterok dependency, requeue + resume from
-                 checkpoint (a few seconds)
+                 checkpoint, nodes isolated as hosts (one port on two nodes, own source
+                 address, /etc/slurm, GPU devices), --mem enforced (a few seconds)
       signals    --signal=B:USR1 reaches the batch script before the time limit (up to
                  30 s: slurmctld checks time limits every 30 s)
       ddp        DistributedDataParallel across 2 nodes (torchrun)

@@ -21,7 +21,7 @@ CHECKS: Sequence[Check] = (
     Check("basic.nodes", "basic", basic.check_nodes, "every node is up and schedulable (idle)", gate=True),
     Check("basic.srun-env", "basic", basic.check_srun_env,
           "srun over all nodes: SLURM_PROCID/NODEID/LOCALID/NTASKS/JOB_NODELIST in batch and step"),
-    Check("basic.gpus", "basic", basic.check_gpus, "each node's jobs see exactly its own GPUs (physical ids; in containers, numbered from 0)"),
+    Check("basic.gpus", "basic", basic.check_gpus, "each node's jobs see exactly its own GPUs (physical ids; numbered from 0 in containers and with device cgroups)"),
     Check("basic.sbatch-output", "basic", basic.check_sbatch_output, "an sbatch job writes its --output/--error files"),
     Check("basic.mpi", "basic", basic.check_mpi,
           "an MPI allreduce across 2 nodes, started by srun --mpi=pmix (mpi4py, system python3)"),

@@ -85,19 +85,28 @@ def check_gpus_per_task(ctx: VerifyContext) -> Outcome:
     rel = f"{release[0]}.{release[1]:02d}"
     env = (lines_with(text, "ENV") or [{}])[0]
     bound = {d.get("task"): (d.get("node"), d.get("cvd", "")) for d in lines_with(text, "BOUND")}
+    # With device cgroups every task sees its one GPU as 0: the device it can open names it.
+    constrained = ctx.target.nodes.cgroups
+    gpu_of = {d.get("task"): (d.get("dev", "") if constrained else d.get("cvd", "")) for d in lines_with(text, "BOUND")}
     unbound = {d.get("task"): (d.get("node"), d.get("cvd", "")) for d in lines_with(text, "NONE")}
     problems = []
     if sorted(bound) != ["0", "1"] or any("," in g or not g for _, g in bound.values()):
         problems.append(f"--gpus-per-task=1: tasks saw {bound}, expected one GPU each")
-    elif two is not None and len({g for _, g in bound.values()}) != 2:
-        problems.append(f"--gpus-per-task=1: both tasks on {two.name} saw {bound}, expected different GPUs")
+    elif two is not None and (len(set(gpu_of.values())) != 2 or not all(gpu_of.values())
+                              or any("+" in g for g in gpu_of.values())):
+        problems.append(f"--gpus-per-task=1: both tasks on {two.name} saw {bound} (devices they can open: "
+                        f"{gpu_of}), expected different GPUs")
     # --gpu-bind=none: every GPU of the step on the task's node (24.11+), or none (22.05).
     node_gpus = {}
-    for node, g in bound.values():
-        node_gpus.setdefault(node, set()).add(g)
+    for task, (node, _) in bound.items():
+        node_gpus.setdefault(node, set()).add(gpu_of.get(task, ""))
     # 22.05 leaves CUDA_VISIBLE_DEVICES unset, except where the step holds a single GPU on
     # the node: then it names that one (seen with one fake GPU per container node).
-    want_none = {t: (node, ",".join(sorted(node_gpus.get(node, ()))))
+    # With device cgroups Slurm numbers the step's GPUs on a node from 0.
+    def shown_ids(node: str) -> str:
+        ids = sorted(node_gpus.get(node, ()))
+        return ",".join(str(i) for i in range(len(ids))) if constrained else ",".join(ids)
+    want_none = {t: (node, shown_ids(node))
                  if gpu_bind_none_shows_all(release) or len(node_gpus.get(node, ())) == 1
                  else (node, "empty") for t, (node, _) in bound.items()}
     # Without machines of their own (local backend) simcluster's TaskProlog sets each step's
@@ -115,7 +124,8 @@ def check_gpus_per_task(ctx: VerifyContext) -> Outcome:
     if problems:
         raise CheckFailed("; ".join(problems), output=job.output)
     var = "SLURM_GPUS_PER_TASK=1" if release < (23, 11) else "SLURM_TRES_PER_TASK=gres/gpu=1"
-    seen = " ".join(f"{n}:{g}" for _, (n, g) in sorted(bound.items()))
+    seen = " ".join(f"{n}:{g}" + (f" (device {gpu_of[t]})" if constrained else "")
+                    for t, (n, g) in sorted(bound.items()))
     shown = (("the node's GPUs" if gpu_bind_none_shows_all(release) else "no GPU") if slurm_decides else
              "the step's GPUs (simcluster's TaskProlog maps them on this backend, not Slurm)")
     return Outcome(f"Slurm {rel}: one GPU per task ({seen}); --gpu-bind=none shows {shown}; {var}")

@@ -147,7 +147,7 @@ def test_two_gpus_per_node_are_split_between_jobs(make_cluster, tmp_path):
     assert both.stdout.strip() == ("0,1" if c.gpus_constrained else "2,3")
     # Two concurrent one-GPU jobs on node2 get different physical GPUs (the TaskProlog's
     # ids; with device cgroups Slurm's node-local index of the GPU each job was given).
-    show = "$SLURM_STEP_GPUS" if c.gpus_constrained else "$CUDA_VISIBLE_DEVICES"
+    show = "$SLURM_JOB_GPUS" if c.gpus_constrained else "$CUDA_VISIBLE_DEVICES"  # the batch step's
     ids = []
     for i in range(2):
         job = write_job(tmp_path / f"g{i}.sh", f"""

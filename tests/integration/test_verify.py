@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 
 ALL_CHECKS = {"basic.controller", "basic.nodes", "basic.srun-env", "basic.gpus", "basic.sbatch-output",
               "basic.array", "basic.dependency", "signals.time-limit", "basic.requeue",
-              "basic.mpi", "basic.cpus-per-task", "basic.gpus-per-task",
+              "basic.mpi", "basic.cpus-per-task", "basic.gpus-per-task", "basic.isolation", "basic.limits",
               "ddp.train", "fsdp.train", "deepspeed.zero3", "megatron.tp2"}
 STACKS = ("torch", "deepspeed", "megatron.core")
 
@@ -63,7 +63,8 @@ def test_verify_all_passes_with_json_and_junit(make_cluster, tmp_path):
     # CPU-only host: the jobs ran on gloo and said so; megatron names its CPU shims.
     assert by_name["ddp.train"]["data"]["backend"] == "gloo"
     assert by_name["megatron.tp2"]["data"]["cpu_shims"]
-    assert "node1=0 node2=1" in by_name["basic.gpus"]["message"]
+    # Physical ids from the TaskProlog; with device cgroups (root) each node numbers its own.
+    assert ("node1=0 node2=0" if c.gpus_constrained else "node1=0 node2=1") in by_name["basic.gpus"]["message"]
     # Live lines: one per check with name, result and seconds; then the summary table.
     for name in ALL_CHECKS:
         assert any(line.startswith(name) and " PASS " in line and line.rstrip().split()[2].endswith("s")
