@@ -121,9 +121,16 @@ def start_slurmds(up: UpRun, nodes: Optional[List[str]] = None) -> None:
     """One `slurmd -N <node>` per virtual node (default: all), all started at once; readiness
     is checked later."""
     c = up.cluster
-    on_each_machine(c, c.node_names if nodes is None else nodes,
-                    lambda node: daemons.start(c, f"slurmd:{node}", daemons.slurmd_argv(c, node),
-                                               env=daemons.slurmd_env(c, node), own_pid=c.placement.slurmd_pid))
+    names = c.node_names if nodes is None else nodes
+    on_each_machine(c, names, lambda node: daemons.start(c, f"slurmd:{node}", daemons.slurmd_argv(c, node),
+                                                         env=daemons.slurmd_env(c, node)))
+    # Where the prefix forks (a PID namespace per node), each slurmd's own pid is found once
+    # every node was started: the nodes' start chains (namespaces, mounts, cgroups) then run
+    # side by side, not one after another while each pid is awaited.
+    own_pid = c.placement.slurmd_pid
+    if own_pid:
+        for node in names:
+            c.state.pids[f"slurmd:{node}"] = own_pid(c.state.pids[f"slurmd:{node}"])
 
 
 def _accounting(c: Cluster) -> bool:

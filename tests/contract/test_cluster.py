@@ -27,7 +27,7 @@ BUNDLE = {"config/slurm.conf", "config/gres.conf", "config/cgroup.conf",
 # ... and what a backend may add to it (patterns over relative paths).
 EXTRAS = {
     "local": [r"config/hosts", r"config/task_prolog\.sh", r"config/openmpi-mca-params\.conf",
-              r"config/node-mounts\.fstab", r"logs/[\w.-]+\.out"],
+              r"config/node-mounts\.fstab", r"config/resolv\.conf", r"logs/[\w.-]+\.out"],
     "docker": [r"config/hosts", r"logs/[\w.-]+\.out", r"logs/munged-node\d+\.log", r"docker-inspect\.json",
                r"containers/simcluster-[\w-]+\.log"],
 }

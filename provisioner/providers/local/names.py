@@ -138,11 +138,24 @@ _NAMESPACE_PID_SCRIPT = ('{mount} -a --no-canonicalize -T "$0" || exit 1; spool=
 # config through SLURM_CONF only, and the placement says so (etc_slurm_note).
 ETC_SLURM = "/etc/slurm"
 HOSTS = "/etc/hosts"
+RESOLV_CONF = "/etc/resolv.conf"
+RESOLV_FILE = "resolv.conf"  # the nodes' own, in the cluster's config directory
 FSTAB_FILE = "node-mounts.fstab"  # in the cluster's config directory
 
 
 def _fstab_path(path: str) -> str:
     return "".join(f"\\{ord(ch):03o}" if ch in " \t\n\\" else ch for ch in path)
+
+
+def node_resolv_conf() -> str:
+    """/etc/resolv.conf for nodes with a network namespace each: the name servers of this
+    host are out of their reach (no route off this host), and a lookup of a name that is
+    not in their hosts file would wait for time-outs (glibc: 5 s per try, twice; `getent
+    hosts node2` asks for IPv6 first and took 10 s, torch's rendezvous many times that).
+    A name server on the node's own loopback answers at once that nothing listens."""
+    return ("# simcluster: the nodes of this cluster reach no name server (their network ends at this host);\n"
+            "# names outside the cluster's hosts file fail at once instead of after time-outs.\n"
+            "nameserver 127.0.0.1\noptions timeout:1 attempts:1\n")
 
 
 def node_fstab(mounts: List[Tuple[str, str]], extra: Optional[List[str]] = None) -> str:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import glob
 import os
 import sys
+import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
@@ -25,7 +26,7 @@ from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES
 from provisioner.cluster.state import ClusterState, all_states, port_lock, reserved_ports
 from provisioner.config.types import ClusterSpec
 from provisioner.config.versions import host_slurm_version, release_of
-from provisioner.errors import UsageError
+from provisioner.errors import StartupError, UsageError
 from provisioner.paths import ClusterLayout
 from provisioner.providers.base import NodeProcesses, Progress, Provider, Stoppable
 from provisioner.providers.local import preflight
@@ -108,19 +109,14 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
         net_note = network.unavailable_reason() if in_namespace else names.SHARED_NETWORK_NOTE
         cg_note = cgroups.unavailable_reason() if in_namespace else names.NO_CGROUPS_NOTE
         state.provider_data["cgroups"] = not cg_note
-        state.provider_data["notes"] = {"network": net_note, "cgroups": cg_note}
         with port_lock():
             others = [st for st in all_states() if st.name != spec.name]
+            if not net_note:
+                net_note = self._make_network(spec, state, others, progress)
             if net_note:
                 taken = [names.block_of(st.provider_data.get("node_addrs", {})) for st in others]
                 state.provider_data["node_addrs"] = names.node_addresses(spec, names.pick_block(b for b in taken if b))
-            else:
-                subnet = network.pick_subnet(len(spec.nodes) + 1, [st.provider_data["network"]["subnet"] for st in others
-                                                                  if st.provider_data.get("network")],
-                                             network.host_networks())
-                net = network.plan(network.tag_of(str(state.layout.root)), subnet, [n.name for n in spec.nodes])
-                state.provider_data["network"] = net.to_dict()
-                state.provider_data["node_addrs"] = {n.name: net.addrs[n.name] for n in spec.nodes}
+            state.provider_data["notes"] = {"network": net_note, "cgroups": cg_note}
             needed = [n for n in spec.nodes if n.port is None]
             count = len(needed) + (0 if spec.controller_port else 1) + (2 if spec.accounting else 0)
             free = iter(allocate_ports(count, reserved=reserved_ports(exclude=spec.name))) if count else iter(())
@@ -141,6 +137,27 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
             state.placement = self.placement(state).to_dict()
             state.save()  # the ports (and the subnet) are taken once the state file records them
         self._make_machines(state, progress)
+
+    def _make_network(self, spec: ClusterSpec, state: ClusterState, others: List[ClusterState],
+                      progress: Progress) -> str:
+        """The cluster's subnet and namespaces (network.py), recorded in the state first so
+        that a failed `up` deletes them; "" when made, else why the nodes share the host's
+        network instead (the kernel refused the devices: no probe beforehand, this is it)."""
+        taken = [st.provider_data["network"]["subnet"] for st in others if st.provider_data.get("network")]
+        subnet = network.pick_subnet(len(spec.nodes) + 1, taken, network.host_networks())
+        net = network.plan(network.tag_of(str(state.layout.root)), subnet, [n.name for n in spec.nodes])
+        state.provider_data["network"] = net.to_dict()
+        what, t0 = f"making {len(net.addrs)} network namespaces on {net.subnet}", time.monotonic()
+        try:
+            network.create(net)
+        except StartupError as exc:
+            network.delete(net.tag)
+            del state.provider_data["network"]
+            progress(f" - {what} ... refused, nodes share this host's network ({time.monotonic() - t0:.2f}s)")
+            return f"no network namespaces here ({exc.message}): nodes share this host's network"
+        progress(f" - {what} ... done ({time.monotonic() - t0:.2f}s)")
+        state.provider_data["node_addrs"] = {n.name: net.addrs[n.name] for n in spec.nodes}
+        return ""
 
     def _make_machines(self, state: ClusterState, progress: Progress) -> None:
         """The network namespaces and cgroups of the nodes that lack them (all, at first)."""
@@ -176,6 +193,11 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
         # Open MPI.
         etc_note = names.etc_slurm_note(in_namespace)
         mounts = [(str(layout.hosts_file), names.HOSTS)] + ([] if etc_note else [(str(layout.etc), names.ETC_SLURM)])
+        if net and os.path.exists(names.RESOLV_CONF):
+            # Nodes on a network of their own reach no name server (nothing forwards their
+            # traffic off this host): lookups must fail at once, not after time-outs.
+            extra_files[names.RESOLV_FILE] = names.node_resolv_conf()
+            mounts.append((str(layout.etc / names.RESOLV_FILE), names.RESOLV_CONF))
         if use_cgroups:
             mounts_cg = cgroups.fstab_lines()
         ompi_params = names.openmpi_params(net.subnet if net else "lo") if init else None
@@ -214,7 +236,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
             controller_prefix=ctl_prefix, controller_addr=ctl_addr,
             node_network=notes.get("network") or (
                 f"a network namespace each (eth0 on {net.subnet}; this host is {net.host_addr}, the controller "
-                f"{ctl_addr}); no daemon listens on this host's own interfaces" if net else ""),
+                f"{ctl_addr}); no daemon listens on this host's own interfaces; names outside the cluster do "
+                "not resolve in jobs and nothing is routed off this host" if net else ""),
             node_cgroups=notes.get("cgroups") or (
                 "enforced: proctrack/cgroup and task/cgroup in each node's own cgroup tree (--mem, GPU devices"
                 + (", cores)" if _shape_real(spec) else "; cores not pinned: the nodes claim more CPUs than this host has)")
