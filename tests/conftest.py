@@ -157,6 +157,18 @@ def pytest_sessionfinish(session, exitstatus):
             session.exitstatus = 1
 
 
+def not_passed(checks: List[Dict], node_cgroups: str, may_skip=()) -> Dict[str, tuple]:
+    """The verify checks (``checks``: the report's) that did not PASS, less those that SKIP
+    for what the cluster says it cannot enforce here (``node_cgroups``, status's line:
+    an unprivileged docker cluster, a deployment without cgroups), with that reason in their
+    message, never silently; and less the SKIPs of ``may_skip``."""
+    limit = node_cgroups if "not enforced" in node_cgroups else ""
+    return {c["name"]: (c["status"], c["message"], c.get("first_error"), (c.get("tail") or "")[-600:])
+            for c in checks
+            if c["status"] != "PASS"
+            and not (c["status"] == "SKIP" and (c["name"] in may_skip or (limit and limit in c["message"])))}
+
+
 def wait_for(what, cond, timeout=60.0, poll=0.3):
     """Poll ``cond()`` until it holds; fail the test naming ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout

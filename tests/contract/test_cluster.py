@@ -14,7 +14,7 @@ import subprocess
 import pytest
 
 from provisioner.verify.suites import checks_for
-from tests.conftest import run_cli
+from tests.conftest import not_passed, run_cli
 from tests.contract.keys import key_paths, reference_status_keys
 
 pytestmark = pytest.mark.integration
@@ -109,10 +109,7 @@ def test_verify_basic_has_the_same_checks_and_all_pass(cluster):
     # What a backend cannot give here (an unprivileged docker cluster enforces no cgroup
     # limit) is a SKIP that names the reason status gives, never a silent difference.
     st = json.loads(cluster.sim("status", "--json", check=True).stdout)
-    limit = st.get("node_cgroups", "") if "not enforced" in st.get("node_cgroups", "") else ""
-    failed = {c["name"]: (c["status"], c["message"], c.get("first_error"), (c.get("tail") or "")[-600:])
-              for c in report["checks"]
-              if c["status"] != "PASS" and not (limit and c["status"] == "SKIP" and limit in c["message"])}
+    failed = not_passed(report["checks"], st["node_cgroups"])
     assert proc.returncode == 0 and not failed, f"{failed}\n{proc.stderr[-2000:]}"
     assert list(statuses) == BASIC_CHECKS
     assert report["passed"] is True and report["cluster"] == cluster.name

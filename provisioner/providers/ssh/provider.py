@@ -108,10 +108,13 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
             spool=config.get("SlurmdSpoolDir", "/var/spool/slurmd"),
             state_save=config.get("StateSaveLocation", "/var/spool/slurmctld"), munge_key="/etc/munge/munge.key",
             munge_socket=f"{MUNGE_DIR}/munge.socket.2", munge_dir=MUNGE_DIR, dev="/dev", db_dir="")
+        # Limits are what the deployed slurm.conf says: cgroups where Slurm tracks jobs with them.
+        proctrack, task_plugin = config.get("ProctrackType", "?"), config.get("TaskPlugin", "?")
+        cgroups = proctrack == "proctrack/cgroup" and "task/cgroup" in task_plugin
         render = RenderInputs(paths=paths, hostname=state.hostname, slurm_user=config.get("SlurmUser", "slurm"),
                               controller_port=state.controller_port, node_ports=state.node_ports,
                               nodes_are_hosts=True, controller_addr=None,
-                              task_prolog=bool(state.provider_data.get("task_prolog")))
+                              task_prolog=bool(state.provider_data.get("task_prolog")), cgroups=cgroups)
         target = state.provider_data.get("target", "?")
         return Placement(
             render=render, daemon_user=render.slurm_user, munged_on=[CONTROLLER],
@@ -124,6 +127,10 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
             # Slurm numbers a node's GPUs from 0.
             gpus_renumbered=not state.provider_data.get("task_prolog"),
             controller_where=target, usage=f"use it: ssh {target} sinfo",
+            node_network="hosts of their own (a deployed cluster)",
+            node_cgroups=(f"enforced by the deployed slurm.conf ({proctrack}, TaskPlugin={task_plugin})" if cgroups else
+                          f"not enforced: the deployed slurm.conf has ProctrackType={proctrack}, "
+                          f"TaskPlugin={task_plugin} (proctrack/cgroup and task/cgroup enforce --mem and devices)"),
             install_hint=f"the jobs' python ({TRAINING_BIN}) lacks it: deploy with 'simcluster deploy --training'")
 
     def runner(self, state: ClusterState, key: str) -> Runner:
