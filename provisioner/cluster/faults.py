@@ -133,13 +133,18 @@ def _undo_slurm_drains(c: Cluster) -> List[str]:
 
 
 def _wait_usable(c: Cluster, progress: Callable[[str], None], timeout: float, undrained: set) -> None:
-    """Return once every node answers slurmctld and the nodes heal undrained take jobs: a
+    """Return once every node answers slurmctld and the nodes heal undrained take jobs (and
+    complete no job any more): a
     node resumed from SIGSTOP or just undrained shows `idle*` until slurmctld's next ping,
     and a caller that submits right after the heal should find the cluster as it was.
     (A drain someone else set stays; such a node only has to answer.)"""
     t0 = time.monotonic()
-    nodes_ready(c, min(timeout, 60.0), lambda s: s.responding and (s.name not in undrained or s.ready),
-                "answering slurmctld and schedulable")
+    # Nor still completing a job a fault or a cancel killed: with proctrack/cgroup slurmstepd
+    # waits for the job's cgroup to empty (its first retry a second later), and a test that
+    # checks the nodes right after the heal should see them idle, as before the fault.
+    def usable(s) -> bool:
+        return s.responding and (s.name not in undrained or (s.ready and "completing" not in s.state.lower()))
+    nodes_ready(c, min(timeout, 60.0), usable, "answering slurmctld and schedulable")
     progress(f" - waiting for {len(c.node_names)} nodes to take jobs ... done ({time.monotonic() - t0:.2f}s)")
 
 

@@ -139,12 +139,13 @@ NET_SH = """#!/bin/bash
 #SBATCH --mem={mem}
 {partition_line}
 PY={python}
+@@NET_PY@@
 PORT=$(({port_base} + SLURM_JOB_ID % {port_span}))
 FIRST=$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n1)
 echo "BATCH node=$SLURMD_NODENAME first=$FIRST port=$PORT"
 if [ {net} = 1 ]; then
-  srun --kill-on-bad-exit=1 -N2 -n2 "$PY" net.py bind "$PORT" "$FIRST" {hold}
-  srun --kill-on-bad-exit=1 -N2 -n2 "$PY" net.py peer "$((PORT + 1))" "$FIRST"
+  srun --kill-on-bad-exit=1 -N2 -n2 "$PY" -c "$NET_PY" bind "$PORT" "$FIRST" {hold}
+  srun --kill-on-bad-exit=1 -N2 -n2 "$PY" -c "$NET_PY" peer "$((PORT + 1))" "$FIRST"
 fi
 if [ {etc} = 1 ]; then
   # A tool that clears SLURM_CONF: srun reads /etc/slurm/slurm.conf on the node.
@@ -176,7 +177,8 @@ DEV_SH = """#!/bin/bash
 #SBATCH --time={time}
 #SBATCH --mem={mem}
 {partition_line}
-srun --kill-on-bad-exit=1 {python} dev.py {devices}
+@@DEV_PY@@
+srun --kill-on-bad-exit=1 {python} -c "$DEV_PY" {devices}
 """
 
 
@@ -284,7 +286,6 @@ def check_isolation(ctx: VerifyContext) -> Outcome:
     parts = Parts()
     limit = ctx.limit(60)
     python = f"{ctx.target.python_bin}/python"
-    workdir = ctx.check_dir(check)
 
     run_net = facts.own_network
     if not run_net:
@@ -294,10 +295,10 @@ def check_isolation(ctx: VerifyContext) -> Outcome:
         parts.add("/etc/slurm", SKIP, facts.etc_slurm_note)
     net_job: Optional[Submitted] = None
     if run_net or facts.etc_slurm:
-        ctx.files.write_text(workdir / "net.py", NET_PY, 0o644)
         script = NET_SH.format(time=ctx.time_minutes(limit), mem=MEM, partition_line=partition_line(part),
                                python=python, port_base=PORT_BASE, port_span=PORT_SPAN, hold=HOLD_S,
                                net=int(run_net), etc=int(facts.etc_slurm))
+        script = inline_python(script, "NET_PY", NET_PY)
         net_job = ctx.submit(check, script, [f"--nodelist={','.join(nodes)}"], name="net.sh")
 
     dev_job, own, foreign = None, [], []
@@ -312,10 +313,10 @@ def check_isolation(ctx: VerifyContext) -> Outcome:
         elif len(own) + len(foreign) < 2:
             parts.add("GPU devices", SKIP, "one GPU in the cluster: no other GPU's device to be refused")
         else:
-            ctx.files.write_text(workdir / "dev.py", DEV_PY, 0o644)
             script = DEV_SH.format(time=ctx.time_minutes(limit), mem=MEM, partition_line=partition_line(gpart),
                                    python=python,
                                    devices=" ".join(f"{'own' if p in own else 'other'}={p}" for p in [*own, *foreign]))
+            script = inline_python(script, "DEV_PY", DEV_PY)
             dev_job = ctx.submit(check, script, [f"--nodelist={gnode}"], name="dev.sh")
 
     failed_output = None
@@ -375,8 +376,16 @@ LIMITS_SH = """#!/bin/bash
 #SBATCH --mem={mem}M
 #SBATCH --time={time}
 {partition_line}
-{python} limits.py {alloc}
+@@LIMITS_PY@@
+{python} -c "$LIMITS_PY" {alloc}
 """
+
+
+def inline_python(script: str, var: str, program: str) -> str:
+    """``script`` with its ``@@VAR@@`` line made a shell variable holding ``program`` (run as
+    `python -c "$VAR"`): the program travels inside the batch script, so the nodes need no
+    file of it (a deployed cluster's nodes share no directory with the controller)."""
+    return script.replace(f"@@{var}@@", f"{var}=$(cat <<'SIMCLUSTER_PY'\n{program.strip()}\nSIMCLUSTER_PY\n)")
 
 
 def memory_node(ctx: VerifyContext, mb: int) -> Optional[Tuple[Optional[str], str]]:
@@ -410,10 +419,10 @@ def check_limits(ctx: VerifyContext) -> Outcome:
         raise CheckSkipped(f"no node has {LIMIT_MEM_MB} MB of memory for the job's --mem")
     part, node = found
     limit = ctx.limit(60)
-    workdir = ctx.check_dir(check)
-    ctx.files.write_text(workdir / "limits.py", LIMITS_PY, 0o644)
-    script = LIMITS_SH.format(mem=LIMIT_MEM_MB, time=ctx.time_minutes(limit), partition_line=partition_line(part),
-                              python=f"{ctx.target.python_bin}/python", alloc=ALLOC_MB)
+    script = inline_python(LIMITS_SH.format(mem=LIMIT_MEM_MB, time=ctx.time_minutes(limit),
+                                            partition_line=partition_line(part),
+                                            python=f"{ctx.target.python_bin}/python", alloc=ALLOC_MB),
+                           "LIMITS_PY", LIMITS_PY)
     t0 = time.monotonic()
     job = ctx.submit(check, script, [f"--nodelist={node}"], name="limits.sh")
     view = ctx.wait(job, limit)
