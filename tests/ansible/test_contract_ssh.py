@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from tests.ansible.rig import docker
-from tests.conftest import run_cli
+from tests.conftest import not_passed, run_cli
 from tests.contract.keys import key_paths, reference_status_keys
 from tests.contract.test_cluster import BUNDLE
 
