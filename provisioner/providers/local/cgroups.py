@@ -126,13 +126,16 @@ def leftovers(tag: str) -> List[str]:
 
 def fstab_lines(mounts_file: str = "/proc/self/mounts") -> List[str]:
     """fstab lines that give a node this host's cgroup v1 layout, seen from its own cgroup
-    namespace: a fresh tmpfs over /sys/fs/cgroup, then every hierarchy mounted again in it
+    namespace: a fresh tmpfs over /sys/fs/cgroup, then the hierarchies of CONTROLLERS (those
+    the node has a cgroup in; each mount is CPU time of every node's start), and name=systemd
+    (Slurm's cgroup version probe stats /sys/fs/cgroup/systemd and fails without it), mounted in it
     (in a node's cgroup namespace the mount's root is the node's cgroup, cgroup_namespaces(7)).
     Not over the host's own mounts: the kernel refuses a second mount of a hierarchy on the
     root of a mount of it (EBUSY); X-mount.mkdir makes the mount points in the tmpfs."""
     lines = [f"{MOUNT_SOURCE} {ROOT} tmpfs rw,nosuid,nodev,noexec,mode=755 0 0"]
     lines += [f"{MOUNT_SOURCE} {point} cgroup {opts},X-mount.mkdir 0 0"
-              for point, opts in sorted(_mounts(mounts_file).items())]
+              for point, opts in sorted(_mounts(mounts_file).items())
+              if point.rsplit("/", 1)[1] in CONTROLLERS or "name=systemd" in opts.split(",")]
     return lines
 
 
