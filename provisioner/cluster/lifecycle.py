@@ -81,8 +81,9 @@ def create(spec: ClusterSpec, provider: "Provider", retain: bool, progress: Call
     gpu_note = f", GPUs {','.join(map(str, gpus))}{' (fake)' if spec.fake_gpus else ''}" if gpus else ""
     acct_note = ", accounting ready (sacct, sshare)" if spec.accounting else ""
     where = cluster.placement.controller_where
+    short = "".join(f"\nunlike a production host here: {line}" for line in cluster.placement.shortfalls)
     return (f"cluster '{spec.name}' is up ({provider.name}{'' if where == 'this host' else ', ' + where}): "
-            f"{len(spec.nodes)} nodes idle{gpu_note}{acct_note} in {took:.2f}s\n{cluster.placement.usage}")
+            f"{len(spec.nodes)} nodes idle{gpu_note}{acct_note} in {took:.2f}s{short}\n{cluster.placement.usage}")
 
 
 def repair_in_place(cluster: Cluster, progress: Callable[[str], None], timeout: float, verb: str) -> str:

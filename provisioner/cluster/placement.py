@@ -71,6 +71,9 @@ class Placement:
     # (or why none). Empty: not said (older states, deployed clusters).
     node_network: str = ""
     node_cgroups: str = ""
+    # What of a production host the nodes lack here, one line each (the network or limits
+    # notes above that say why not): `up` prints them, so it is never a silent difference.
+    shortfalls: List[str] = field(default_factory=list)
 
     @property
     def paths(self) -> NodePaths:
@@ -89,7 +92,7 @@ class Placement:
         data["render"] = self.render.to_dict()
         data["config_dir"], data["job_root"] = str(self.config_dir), str(self.job_root)
         data["munged_on"], data["slurmd_prefix"] = list(self.munged_on), list(self.slurmd_prefix)
-        data["controller_prefix"] = list(self.controller_prefix)
+        data["controller_prefix"], data["shortfalls"] = list(self.controller_prefix), list(self.shortfalls)
         data["client_env"], data["extra_files"] = dict(self.client_env), dict(self.extra_files)
         return data
 

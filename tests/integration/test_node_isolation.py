@@ -87,9 +87,21 @@ def test_nodes_have_their_own_network_and_limits(make_cluster, tmp_path):
     ports = {str(p) for p in [_state(c)["controller_port"], *_state(c)["node_ports"].values()]}
     assert not [line for line in ss.splitlines() if line.split()[3].rsplit(":", 1)[-1] in ports], ss
 
+    # An interactive step from this host reaches a node over the cluster's network.
+    pty = subprocess.run(["script", "-qc", "srun -N1 -w node2 --pty bash -c 'tty; hostname'", "/dev/null"],
+                         env=c.env(), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, text=True, timeout=60)
+    assert pty.stdout.replace("\r", "").split()[-2:] == [pty.stdout.split()[0].strip(), "node2"] and \
+        pty.stdout.startswith("/dev/pts/"), pty.stdout
+
     if not data.get("cgroups"):
         pytest.skip(f"no cgroups here: {st['node_cgroups']}")
     assert st["node_cgroups"].startswith("enforced"), st["node_cgroups"]
+    assert "unlike a production host" not in c.up_output.stdout, c.up_output.stdout
+
+    # Cores are pinned where the node shape is real: a 1-CPU step runs on one CPU.
+    if os.cpu_count() and os.cpu_count() >= 2:
+        cpus = c.run(["srun", "-N1", "-c1", "grep", "Cpus_allowed_list", "/proc/self/status"]).stdout.split()[-1]
+        assert cpus.isdigit(), cpus
 
     # A job over --mem ends OUT_OF_MEMORY, with Slurm's own message.
     job = write_job(tmp_path / "oom.sh", f"""

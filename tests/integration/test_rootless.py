@@ -57,6 +57,9 @@ def test_rootless_cluster_runs_jobs_as_the_user(unprivileged_user):
     try:
         up = _as_user(unprivileged_user, cli + ["up", "--name", "rl", "--nodes", "2", "--fake-gpus", "2"], env)
         assert up.returncode == 0, up.stderr
+        # What the nodes lack without root, said by `up` itself.
+        assert "unlike a production host here: network: " in up.stdout, up.stdout
+        assert "unlike a production host here: limits: " in up.stdout, up.stdout
         conf = home / "rl" / "etc" / "slurm.conf"
         text = conf.read_text()
         assert f"SlurmUser={unprivileged_user}" in text and f"SlurmdUser={unprivileged_user}" in text

@@ -270,6 +270,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
             node_etc_slurm=f"the cluster's config (mounted read-only, as {CONFIG_MOUNT} too)",
             node_network=f"a container each on docker network {network_name(state.name)} (own address and ports)",
             node_cgroups=cgroups_described(spec, host_cpus) if use_cgroups else cg_note,
+            shortfalls=[] if use_cgroups else [f"limits: {cg_note}"],
             usage=(f"use it: simcluster exec --name {state.name} -- sinfo   (job files: {layout.root / 'shared'} "
                    f"= {SHARED_MOUNT} in every node)"),
             install_hint=(f"simcluster image build --train{_slurm_flag(spec)}, then "

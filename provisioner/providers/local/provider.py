@@ -234,6 +234,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
             extra_files=extra_files, slurmd_prefix=tuple(prefix), slurmd_forks=init is not None,
             node_etc_slurm=etc_note or "the cluster's config (mounted in each node's own mount namespace)",
             controller_prefix=ctl_prefix, controller_addr=ctl_addr,
+            shortfalls=[f"{what}: {note}" for what, note in (("network", notes.get("network")),
+                                                           ("limits", notes.get("cgroups"))) if note],
             node_network=notes.get("network") or (
                 f"a network namespace each (eth0 on {net.subnet}; this host is {net.host_addr}, the controller "
                 f"{ctl_addr}); no daemon listens on this host's own interfaces; names outside the cluster do "
