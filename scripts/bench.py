@@ -325,9 +325,23 @@ def reset_cluster_dir(c: Cluster) -> None:
 
 
 def raw_pids(root: Path, keys) -> Dict[str, int]:
-    """Pids of raw-started daemons, from the pid files they wrote."""
+    """Pids of raw-started daemons, as this host numbers them: from the pid files they wrote,
+    except a slurmd in a PID namespace of its own (its pid file holds the namespace's
+    number), found by its command line (`slurmd ... -N <node> -f <root>/etc/slurm.conf`)."""
     pids = {}
+    slurmds: Dict[str, int] = {}
+    for pid in (int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if argv and os.path.basename(argv[0]) == b"slurmd" and str(root).encode() in b" ".join(argv) \
+                and b"-N" in argv and argv.index(b"-N") + 1 < len(argv):
+            slurmds[argv[argv.index(b"-N") + 1].decode()] = pid
     for key in keys:
+        if key.startswith("slurmd:") and key[7:] in slurmds:
+            pids[key] = slurmds[key[7:]]
+            continue
         fname = {"munged": "munged.pid", "slurmctld": "slurmctld.pid"}.get(key) or f"slurmd-{key[7:]}.pid"
         try:
             pids[key] = int((root / "run" / fname).read_text().split()[0])
