@@ -54,9 +54,10 @@ def unavailable_reason() -> str:
     lacking = [c for c in CONTROLLERS if f"{ROOT}/{c}" not in have]
     if lacking:
         return f"cgroup v1 controllers not mounted under {ROOT}: {', '.join(lacking)}: limits are not enforced"
-    probe = ROOT / "memory" / BASE
+    probe = ROOT / "memory" / f"{BASE}-probe-{os.getpid()}"
     try:
-        probe.mkdir(exist_ok=True)
+        probe.mkdir()
+        probe.rmdir()
     except OSError as exc:
         return f"cannot make a cgroup ({exc.strerror}): limits are not enforced"
     return ""
@@ -90,7 +91,7 @@ def create(tag: str, nodes: Dict[str, List[int]], gpus: Iterable[int] = ()) -> N
     for c in CONTROLLERS:
         parent = ROOT / c
         for d in (parent / BASE, parent / BASE / tag):
-            d.mkdir(exist_ok=True)
+            d.mkdir(parents=True, exist_ok=True)
             if c == "cpuset":
                 _copy_cpuset(d.parent, d)
         for n in nodes:
@@ -117,6 +118,10 @@ def remove(tag: str) -> List[str]:
                 os.rmdir(dirpath)
             except OSError:
                 left.append(dirpath)
+        try:
+            os.rmdir(ROOT / c / BASE)  # the last cluster's down leaves nothing of simcluster
+        except OSError:
+            pass  # another cluster's cgroups are still in it
     return left
 
 
