@@ -10,9 +10,9 @@ SKIP with that reason, never PASS.
 
 Whether the nodes have their own network and enforced cgroups is decided once, in
 node_facts (targets.py), from the placement's render inputs; the checks only read
-the target's NodeFacts. The job
-scripts and their small python programs are written into the check's directory through
-the run's job files, so they can be run again by hand.
+the target's NodeFacts. The job scripts are written into the check's directory through
+the run's job files, so they can be run again by hand; their small python programs travel
+inside them (inline_python), as the nodes of a deployed cluster share no directory.
 """
 
 from __future__ import annotations
