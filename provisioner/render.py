@@ -149,7 +149,7 @@ def _environment() -> jinja2.Environment:
     )
 
 
-def _shape_is_real(spec: ClusterSpec, host_cpus: Optional[int]) -> bool:
+def shape_is_real(spec: ClusterSpec, host_cpus: Optional[int]) -> bool:
     """True if every node advertises no more CPUs than its machine has: binding a task to
     CPU 40 of a node that claims 112 CPUs on a 2-core host fails, so a simulated
     (config_overrides) production shape keeps task/none."""
@@ -165,7 +165,7 @@ def _task_plugin(cgroups: bool, real_shape: bool) -> str:
 def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
     """The templates' variables (the Ansible roles' context.json.j2 makes the same keys)."""
     paths = inputs.paths
-    real_shape = _shape_is_real(spec, inputs.host_cpus)
+    real_shape = shape_is_real(spec, inputs.host_cpus)
     nodes: List[Dict] = [
         {
             "name": n.name,

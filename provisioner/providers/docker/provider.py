@@ -46,7 +46,7 @@ from provisioner.providers.docker import engine, image
 from provisioner.providers.docker.engine import (LABEL_CLUSTER, LABEL_FAKE, LABEL_GPUS, LABEL_NODE, LABEL_ROLE,
                                                  LABEL_SPEC, LABEL_SPEC_JSON, LABEL_STATE, client, explain)
 from provisioner.providers.docker.runner import DockerExecRunner
-from provisioner.render import AccountingInputs, RenderInputs
+from provisioner.render import AccountingInputs, RenderInputs, shape_is_real
 
 CONTROLLER_HOST = "slurmctld"
 CONFIG_MOUNT = "/etc/simcluster"
@@ -157,7 +157,7 @@ def choose_image(spec: ClusterSpec, progress: Progress) -> str:
 
 def cgroups_described(spec: ClusterSpec, host_cpus: Optional[int]) -> str:
     """Placement.node_cgroups of a cluster that enforces limits."""
-    cores = ", cores)" if host_cpus and all(n.cpus <= host_cpus for n in spec.nodes) else \
+    cores = ", cores)" if shape_is_real(spec, host_cpus) else \
         "; cores not pinned: the nodes claim more CPUs than the engine's host has)"
     return ("enforced: proctrack/cgroup and task/cgroup in each node container's own cgroup namespace (--mem, "
             "GPU devices" + cores)

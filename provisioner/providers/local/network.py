@@ -48,6 +48,16 @@ def tag_of(root: str) -> str:
     return hashlib.sha1(root.encode()).hexdigest()[:6]
 
 
+def bridge_name(tag: str) -> str:
+    """The cluster's parent bridge (interface names have 15 characters at most)."""
+    return f"scb{tag}"
+
+
+def host_if_name(tag: str) -> str:
+    """This host's macvlan on the cluster's network."""
+    return f"sch{tag}"
+
+
 def netns_name(tag: str, key: str) -> str:
     return f"simcluster-{tag}-{key}"
 
@@ -71,11 +81,11 @@ class Network:
 
     @property
     def parent(self) -> str:
-        return f"scb{self.tag}"
+        return bridge_name(self.tag)
 
     @property
     def host_if(self) -> str:
-        return f"sch{self.tag}"
+        return host_if_name(self.tag)
 
     def to_dict(self) -> Dict:
         return {"tag": self.tag, "subnet": self.subnet, "host_addr": self.host_addr, "addrs": dict(self.addrs)}
@@ -195,18 +205,27 @@ def create(net: Network, keys: Optional[List[str]] = None) -> None:
             _check(p)
 
 
+def _namespaces(tag: str) -> List[str]:
+    """Names of the namespaces of the cluster tagged ``tag`` that exist."""
+    prefix = netns_name(tag, "")
+    try:
+        return [n for n in os.listdir(NETNS_DIR) if n.startswith(prefix)]
+    except OSError:
+        return []
+
+
+def _devices(tag: str) -> List[str]:
+    """The cluster's devices on this host that exist: its parent bridge, then its macvlan."""
+    return [dev for dev in (bridge_name(tag), host_if_name(tag)) if _link_exists(dev)]
+
+
 def delete(tag: str) -> None:
     """Remove every namespace and device of the cluster tagged ``tag`` (what is already gone
     is skipped): deleting a namespace takes its macvlan with it."""
-    prefix = netns_name(tag, "")
-    try:
-        names = [n for n in os.listdir(NETNS_DIR) if n.startswith(prefix)]
-    except OSError:
-        names = []
     # The parent bridge first: deleting it takes every macvlan on it (the host's and the
     # nodes') in one go; each device deletion waits for the kernel (~40 ms), not each macvlan.
-    lines = [f"link del {dev}" for dev in (f"scb{tag}", f"sch{tag}") if _link_exists(dev)][:1]
-    lines += [f"netns del {n}" for n in names]
+    lines = [f"link del {dev}" for dev in _devices(tag)[:1]]
+    lines += [f"netns del {n}" for n in _namespaces(tag)]
     if lines:
         # -force: go on past a line that fails (a namespace another `down` removed meanwhile).
         subprocess.run([_ip(), "-force", "-batch", "-"], input="\n".join(lines) + "\n", text=True,
@@ -215,12 +234,7 @@ def delete(tag: str) -> None:
 
 def leftovers(tag: str) -> List[str]:
     """Namespaces and devices of ``tag`` that still exist (for tests and `down`'s check)."""
-    prefix = netns_name(tag, "")
-    try:
-        found = [f"netns {n}" for n in os.listdir(NETNS_DIR) if n.startswith(prefix)]
-    except OSError:
-        found = []
-    return found + [f"link {d}" for d in (f"sch{tag}", f"scb{tag}") if _link_exists(d)]
+    return [f"netns {n}" for n in _namespaces(tag)] + [f"link {d}" for d in _devices(tag)]
 
 
 def unavailable_reason() -> str:

@@ -33,7 +33,7 @@ from provisioner.providers.local import preflight
 from provisioner.providers.local.ports import allocate_ports
 from provisioner.providers.local.processes import cluster_pids, node_pids, terminate
 from provisioner.providers.local import cgroups, names, network
-from provisioner.render import AccountingInputs, RenderInputs
+from provisioner.render import AccountingInputs, RenderInputs, shape_is_real
 
 
 OPENMPI_PARAMS_FILE = "openmpi-mca-params.conf"  # in the cluster's etc/
@@ -68,10 +68,6 @@ def _network(state: ClusterState) -> Optional[network.Network]:
 
 def _tag(state: ClusterState) -> str:
     return network.tag_of(str(state.layout.root))
-
-
-def _shape_real(spec: ClusterSpec) -> bool:
-    return all(n.cpus <= len(os.sched_getaffinity(0)) for n in spec.nodes)
 
 
 class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
@@ -219,10 +215,11 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
         notes = state.provider_data.get("notes", {})
         # Clusters made before this choice was recorded keep their TaskProlog.
         task_prolog = init is None or state.provider_data.get("task_prolog", True)
+        host_cpus = len(os.sched_getaffinity(0))
         render = RenderInputs(paths=NodePaths.of_layout(layout), hostname=state.hostname, slurm_user=state.user,
                               controller_port=state.controller_port, node_ports=dict(state.node_ports),
                               node_addrs=dict(addrs), nss_wrapper_lib=None if in_namespace else state.nss_wrapper_lib,
-                              host_cpus=len(os.sched_getaffinity(0)), task_prolog=task_prolog,
+                              host_cpus=host_cpus, task_prolog=task_prolog,
                               controller_addr=ctl_addr, accounting=acct, cgroups=use_cgroups,
                               node_subnet=net.subnet if net else None)
         return Placement(
@@ -242,7 +239,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
                 "not resolve in jobs and nothing is routed off this host" if net else ""),
             node_cgroups=notes.get("cgroups") or (
                 "enforced: proctrack/cgroup and task/cgroup in each node's own cgroup tree (--mem, GPU devices"
-                + (", cores)" if _shape_real(spec) else "; cores not pinned: the nodes claim more CPUs than this host has)")
+                + (", cores)" if shape_is_real(spec, host_cpus) else "; cores not pinned: the nodes claim more CPUs than this host has)")
                 if use_cgroups else ""),
             client_env={"SLURM_CONF": str(layout.slurm_conf), "SIMCLUSTER_CLUSTER": state.name},
             dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
