@@ -25,8 +25,10 @@ def command(name, retain, recreate, **options):
       simcluster up --backend docker --nodes 2        # containers (builds the image once)
       simcluster up --nodes 2 --accounting            # + slurmdbd and MariaDB: sacct, sshare
 
-    Every job step sees its node's physical GPU ids in CUDA_VISIBLE_DEVICES, and node
-    names resolve inside jobs. Running `up` again with the same spec does nothing, or, if
+    Each node is a host of its own: as root a network namespace and cgroups each (--mem
+    and GPU devices enforced; a job sees its GPUs numbered from 0, as Slurm numbers them),
+    rootless the physical GPU ids and a loopback address each (`up` says what is missing).
+    Node names resolve inside jobs. Running `up` again with the same spec does nothing, or, if
     daemons died (a crash, a reboot, `simcluster fault`), restarts them in place: same ports,
     state, munge key and database; queued jobs and accounting are kept. Only --recreate or
     `simcluster down` wipe a cluster.

@@ -132,7 +132,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
             # Placed once, here: every host fact it needs is read now and kept in the state.
             state.placement = self.placement(state).to_dict()
             state.save()  # the ports (and the subnet) are taken once the state file records them
-        self._make_machines(state, progress)
+        self._make_machines(state)
 
     def _make_network(self, spec: ClusterSpec, state: ClusterState, others: List[ClusterState],
                       progress: Progress) -> str:
@@ -155,13 +155,13 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
         state.provider_data["node_addrs"] = {n.name: net.addrs[n.name] for n in spec.nodes}
         return ""
 
-    def _make_machines(self, state: ClusterState, progress: Progress) -> None:
-        """The network namespaces and cgroups of the nodes that lack them (all, at first)."""
+    def _make_machines(self, state: ClusterState) -> None:
+        """The network namespaces and cgroups of the nodes that lack them (at provision the
+        namespaces exist already; after a reboot, all of them)."""
         net = _network(state)
         if net:
             todo = network.missing(net)
             if todo:
-                progress(f"making {len(todo)} network namespaces on {net.subnet}")
                 network.create(net, todo)
         if state.provider_data.get("cgroups"):
             spec = state.cluster_spec
@@ -283,7 +283,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
         return {(CONTROLLER if k == network.CONTROLLER_KEY else k): k not in gone for k in net.addrs}
 
     def start_machines(self, state: ClusterState, keys: List[str]) -> None:
-        self._make_machines(state, lambda _msg: None)
+        self._make_machines(state)
 
     def stop_machines(self, state: ClusterState) -> None:
         """What is left once the daemons stopped (slurmstepd, job tasks): TERM, then KILL."""
