@@ -5,6 +5,14 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+# Ordered (Slurm key, value) pairs, e.g. (("PriorityTier", "10"), ("PreemptMode", "REQUEUE")):
+# hashable and stable in the state file (asdict makes them lists; from_dict makes them pairs).
+Options = Tuple[Tuple[str, str], ...]
+
+
+def _options(raw) -> Options:
+    return tuple((str(k), str(v)) for k, v in (raw or ()))
+
 from provisioner.config.versions import DEFAULT_SLURM
 
 API_VERSION = "simcluster/v1"
@@ -20,6 +28,15 @@ class NodeSpec:
     cpus: int
     memory: int  # MB, as Slurm's RealMemory
     port: Optional[int] = None  # slurmd port; None = pick a free one at `up`
+    # The GPUs' Slurm type (Gres=gpu:h100:8, gres.conf Type=h100); None: untyped (Gres=gpu:8).
+    gpu_type: Optional[str] = None
+    # The model name nvidia-smi shows on fake GPUs ("NVIDIA H100 80GB HBM3"); None: the
+    # name known for gpu_type (provisioner/config/gpus.py), or a generic one.
+    gpu_model: Optional[str] = None
+    features: Tuple[str, ...] = ()  # Slurm node features (Features=ib,h100): -C/--constraint
+    # Further NodeName options that jobs can see (Sockets, CoresPerSocket, ThreadsPerCore,
+    # Boards, SocketsPerBoard, Weight, TmpDisk): validate.NODE_OPTIONS.
+    options: Options = ()
 
 
 @dataclass(frozen=True)
@@ -28,6 +45,42 @@ class PartitionSpec:
     nodes: Tuple[str, ...]
     default: bool = False
     max_time: str = "INFINITE"
+    # Further PartitionName options (DefaultTime, MaxNodes, PriorityTier, PreemptMode, QOS,
+    # AllowAccounts, AllowQos, OverSubscribe, DefMemPerGPU ...): validate.PARTITION_OPTIONS.
+    options: Options = ()
+
+    def option(self, key: str) -> Optional[str]:
+        """The value of a PartitionName option (any case), or None."""
+        for k, v in self.options:
+            if k.lower() == key.lower():
+                return v
+        return None
+
+
+@dataclass(frozen=True)
+class AccountSpec:
+    """An account in the accounting database (sacctmgr add account), with its users."""
+
+    name: str
+    parent: Optional[str] = None  # None: root
+    users: Tuple[str, ...] = ()  # besides the cluster's own user, who is in every account
+    fairshare: Optional[int] = None
+    qos: Tuple[str, ...] = ()  # QoS its associations may use (empty: every QoS of the spec)
+    default_qos: Optional[str] = None
+
+
+@dataclass(frozen=True)
+class QosSpec:
+    """A QoS (sacctmgr add qos): priority, preemption, and any limits sacctmgr takes."""
+
+    name: str
+    priority: Optional[int] = None
+    preempt: Tuple[str, ...] = ()  # QoS this one may preempt
+    preempt_mode: Optional[str] = None  # cancel, requeue, suspend, off (None: the cluster's)
+    grace_time: Optional[int] = None  # seconds
+    flags: Tuple[str, ...] = ()
+    # Further sacctmgr qos options (MaxWall, MaxTRESPerUser, MaxJobsPerUser, UsageFactor ...)
+    limits: Options = ()
 
 
 @dataclass(frozen=True)
@@ -47,6 +100,8 @@ class ClusterSpec:
     # Slurm release ("22.05", "24.11", "26.05"; provisioner/config/versions.py). None: the
     # backend's own (local: this host's Slurm; docker: DEFAULT_SLURM).
     slurm: Optional[str] = None
+    accounts: Tuple[AccountSpec, ...] = ()  # accounting only: made with sacctmgr at `up`
+    qos: Tuple[QosSpec, ...] = ()  # accounting only
 
     @property
     def slurm_release(self) -> Optional[str]:
@@ -78,17 +133,32 @@ class ClusterSpec:
     def from_dict(cls, d: Dict) -> "ClusterSpec":
         nodes = tuple(
             NodeSpec(name=n["name"], gpus=tuple(n["gpus"]), cpus=n["cpus"],
-                     memory=n["memory"], port=n.get("port"))
+                     memory=n["memory"], port=n.get("port"), gpu_type=n.get("gpu_type"),
+                     gpu_model=n.get("gpu_model"), features=tuple(n.get("features", ())),
+                     options=_options(n.get("options")))
             for n in d["nodes"]
         )
         parts = tuple(
             PartitionSpec(name=p["name"], nodes=tuple(p["nodes"]), default=p["default"],
-                          max_time=p["max_time"])
+                          max_time=p["max_time"], options=_options(p.get("options")))
             for p in d["partitions"]
+        )
+        accounts = tuple(
+            AccountSpec(name=a["name"], parent=a.get("parent"), users=tuple(a.get("users", ())),
+                        fairshare=a.get("fairshare"), qos=tuple(a.get("qos", ())),
+                        default_qos=a.get("default_qos"))
+            for a in d.get("accounts", ())
+        )
+        qos = tuple(
+            QosSpec(name=q["name"], priority=q.get("priority"), preempt=tuple(q.get("preempt", ())),
+                    preempt_mode=q.get("preempt_mode"), grace_time=q.get("grace_time"),
+                    flags=tuple(q.get("flags", ())), limits=_options(q.get("limits")))
+            for q in d.get("qos", ())
         )
         return cls(name=d["name"], backend=d["backend"], nodes=nodes, partitions=parts,
                    fake_gpus=d["fake_gpus"], controller_port=d.get("controller_port"),
                    slurm_conf_extra=tuple(d.get("slurm_conf_extra", ())),
                    wait=d.get("wait", 60.0), image=d.get("image"), privileged=d.get("privileged", False),
                    accounting=d.get("accounting", False),
-                   failure_detection=d.get("failure_detection", "normal"), slurm=d.get("slurm"))
+                   failure_detection=d.get("failure_detection", "normal"), slurm=d.get("slurm"),
+                   accounts=accounts, qos=qos)
