@@ -175,6 +175,9 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
             "cpus": n.cpus,
             "memory": n.memory,
             "gpus": list(n.gpus),
+            "gpu_type": n.gpu_type,
+            "features": list(n.features),
+            "options": [list(o) for o in n.options],
         }
         for n in spec.nodes
     ]
@@ -205,7 +208,8 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         "config_overrides": True,
         "nodes": nodes,
         "partitions": [{"name": p.name, "nodes": list(p.nodes), "default": p.default,
-                        "max_time": p.max_time} for p in spec.partitions],
+                        "max_time": p.max_time, "options": [list(o) for o in p.options]}
+                       for p in spec.partitions],
         "extra_lines": list(spec.slurm_conf_extra),
         "gpu_device_dir": paths.dev if spec.fake_gpus else "/dev",
         "hosts_file": paths.hosts_file if inputs.nss_wrapper_lib else "",

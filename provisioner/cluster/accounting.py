@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import secrets
 import shlex
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from provisioner.cluster import daemons
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.wait import WaitStrategy, daemons_guard
+from provisioner.config.types import ClusterSpec
 from provisioner.errors import StartupError
 from provisioner.render import AccountingInputs
 
@@ -144,6 +145,72 @@ def accounts_file(cluster_name: str, user: str) -> str:
             f"User - '{user}':DefaultAccount='{ACCOUNT}'\n")
 
 
+def spec_commands(spec: ClusterSpec, user: str, known_users: Iterable[str]) -> str:
+    """sacctmgr commands (one per line, for `sacctmgr -i` on stdin) that make the spec's QoS
+    and accounts, after the cluster, the simcluster account and ``user`` exist.
+
+    QoS first (an account's QOS= must name existing ones), each added bare and then set,
+    so `Preempt=` may name a QoS listed after it; `normal` exists already and is only set.
+    ``user`` joins every account; the users an account lists join it where they are in
+    ``known_users`` (this host's), as sacctmgr would otherwise ask about a user without uid.
+    """
+    lines: List[str] = []
+    names = [q.name for q in spec.qos]
+    # Each command is a commit in slurmdbd (~0.3 s here): as few as the order allows.
+    for q in spec.qos:
+        sets = []
+        if q.priority is not None:
+            sets.append(f"Priority={q.priority}")
+        if q.preempt_mode:
+            sets.append(f"PreemptMode={q.preempt_mode}")
+        if q.grace_time is not None:
+            sets.append(f"GraceTime={q.grace_time}")
+        if q.flags:
+            sets.append(f"Flags={','.join(q.flags)}")
+        sets += [f"{k}={shlex.quote(v)}" for k, v in q.limits]
+        if q.name != "normal":
+            lines.append(" ".join([f"add qos {q.name}", *sets]))
+        elif sets:
+            lines.append(f"modify qos where name=normal set {' '.join(sets)}")
+    for q in spec.qos:  # once every QoS exists
+        if q.preempt:
+            lines.append(f"modify qos where name={q.name} set Preempt={','.join(q.preempt)}")
+    all_qos = ",".join(["normal"] + [n for n in names if n != "normal"])
+    if spec.qos:
+        # Jobs without -A run in the default account: it may use every QoS too.
+        lines.append(f"modify account where name={ACCOUNT} cluster={spec.name} set QOS={all_qos}")
+    known = set(known_users)
+    members: Dict[str, List[str]] = {}
+    for a in spec.accounts:
+        opts = [f"Cluster={spec.name}", f"Parent={a.parent or 'root'}", f"Description={a.name}",
+                f"Organization={a.name}", f"QOS={','.join(a.qos) if a.qos else all_qos}"]
+        if a.fairshare is not None:
+            opts.append(f"Fairshare={a.fairshare}")
+        if a.default_qos:
+            opts.append(f"DefaultQOS={a.default_qos}")
+        lines.append(f"add account {a.name} {' '.join(opts)}")
+        for u in dict.fromkeys((user, *(x for x in a.users if x in known))):
+            members.setdefault(u, []).append(a.name)
+    for u, accounts in members.items():
+        lines.append(f"add user {u} Account={','.join(accounts)} Cluster={spec.name}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def unknown_users(spec: ClusterSpec, known_users: Iterable[str]) -> List[str]:
+    """Users the spec's accounts list who have no account on the cluster's machine."""
+    known = set(known_users)
+    return sorted({u for a in spec.accounts for u in a.users if u not in known})
+
+
+def _host_users(cluster: Cluster) -> List[str]:
+    """Which of the users the spec's accounts name exist where the daemons run."""
+    wanted = sorted({u for a in cluster.spec.accounts for u in a.users})
+    if not wanted:
+        return []
+    res = cluster.runner().run(["getent", "passwd", *wanted], timeout=10)
+    return [line.split(":", 1)[0] for line in res.stdout.splitlines() if ":" in line]
+
+
 def register(cluster: Cluster, timeout: float = 60.0) -> None:
     """Add the cluster, the account and the user (with that account as their default).
 
@@ -161,11 +228,21 @@ def register(cluster: Cluster, timeout: float = 60.0) -> None:
             f"add account {ACCOUNT} Cluster={name} Description=simcluster Organization=simcluster\n"
             f"add user {user} Account={ACCOUNT} DefaultAccount={ACCOUNT} Cluster={name}\n")
     res = cluster.client.run(argv, stdin=stdin, timeout=timeout)
+    output = res.stdout + res.stderr
     log = f"{cluster.paths.log}/sacctmgr-setup.log"
-    cluster.runner().write_file(log, (res.stdout + res.stderr).encode(), 0o644)
+    if res.ok and (cluster.spec.accounts or cluster.spec.qos):
+        # The spec's QoS and accounts, by one more sacctmgr reading its commands from stdin.
+        known = _host_users(cluster)
+        commands = spec_commands(cluster.spec, user, known)
+        res = cluster.client.run(["sacctmgr", "-i"], stdin=commands, timeout=timeout)
+        output += commands + res.stdout + res.stderr
+        missing = unknown_users(cluster.spec, known)
+        if missing:
+            output += f"left out (no such user here): {', '.join(missing)}\n"
+    cluster.runner().write_file(log, output.encode(), 0o644)
     if not res.ok:
         raise StartupError(f"registering cluster '{name}' in accounting failed (sacctmgr exit code {res.rc})",
-                           f"see {log}", details=(res.stdout + res.stderr)[-2000:])
+                           f"see {log}", details=output[-2000:])
 
 
 def wait_registered(cluster: Cluster, timeout: float) -> None:

@@ -9,7 +9,8 @@ import re
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from provisioner.config.parse import parse_gpu_list, parse_memory_mb, split_gpus
-from provisioner.config.types import API_VERSION, KIND, ClusterSpec, NodeSpec, PartitionSpec
+from provisioner.config.types import (API_VERSION, KIND, AccountSpec, ClusterSpec, NodeSpec, Options,
+                                      PartitionSpec, QosSpec)
 from provisioner.config.versions import normalize as normalize_slurm
 from provisioner.errors import ConfigError
 from provisioner.providers import BACKENDS, PROVIDERS  # the registry's names only: nothing heavy is imported
@@ -23,11 +24,29 @@ MAX_NODES = 1024
 
 TOP_KEYS = {"apiVersion", "kind", "name", "backend", "nodes", "nodePrefix", "gpus", "fakeGpus",
             "cpus", "memory", "controllerPort", "partitions", "slurmConf", "wait", "image",
-            "privileged", "accounting", "failureDetection", "slurm"}
+            "privileged", "accounting", "failureDetection", "slurm", "gpuType", "gpuModel", "features",
+            "accounts", "qos"}
 # normal: Slurm's test-cluster timeouts; fast: a dead node is DOWN in ~12 s (docs/faults.md).
 FAILURE_DETECTION = ("normal", "fast")
-NODE_KEYS = {"name", "gpus", "cpus", "memory", "port"}
-PARTITION_KEYS = {"name", "nodes", "default", "maxTime"}
+NODE_KEYS = {"name", "gpus", "cpus", "memory", "port", "gpuType", "gpuModel", "features", "options"}
+PARTITION_KEYS = {"name", "nodes", "default", "maxTime", "options"}
+ACCOUNT_KEYS = {"name", "parent", "users", "fairshare", "qos", "defaultQos"}
+QOS_KEYS = {"name", "priority", "preempt", "preemptMode", "graceTime", "flags", "limits"}
+# Slurm's spelling of the further options a node or partition may carry (case-insensitive
+# in the YAML): what jobs can see of a production cluster's nodes and partitions. Paths,
+# hosts and ports are not among them: they belong to the machine (docs/config.md).
+NODE_OPTIONS = ("Boards", "SocketsPerBoard", "Sockets", "CoresPerSocket", "ThreadsPerCore", "Weight",
+                "TmpDisk")
+PARTITION_OPTIONS = (
+    "AllowAccounts", "AllowQos", "Alternate", "DefaultTime", "DefCpuPerGPU", "DefMemPerCPU",
+    "DefMemPerGPU", "DefMemPerNode", "DenyAccounts", "DenyQos", "DisableRootJobs", "ExclusiveUser",
+    "GraceTime", "Hidden", "LLN", "MaxCPUsPerNode", "MaxCPUsPerSocket", "MaxMemPerCPU", "MaxMemPerNode",
+    "MaxNodes", "MinNodes", "OverSubscribe", "OverTimeLimit", "PreemptMode", "PriorityJobFactor",
+    "PriorityTier", "QOS", "ReqResv", "RootOnly", "SelectTypeParameters", "State", "TRESBillingWeights")
+PREEMPT_MODES = ("off", "cancel", "requeue", "suspend", "gang")
+# Node features, GPU types, account and QoS names: what Slurm's parsers take in one token.
+TOKEN_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}$")
+SLURM_TIME_RE = re.compile(r"^(INFINITE|UNLIMITED|\d+(-\d+)?(:\d+){0,2})$")
 
 
 class _Problems:
@@ -167,12 +186,20 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
         except ValueError as exc:
             p.add("slurm", str(exc))
 
+    qos = _validate_qos(p, raw.get("qos"))
+    accounts = _validate_accounts(p, raw.get("accounts"), {q.name for q in qos})
+    if (accounts or qos) and not accounting:
+        p.add("accounts" if accounts else "qos", "accounts and QoS live in the accounting database: "
+                                                "set 'accounting: true' (or pass --accounting)")
+    _check_partition_names(p, raw.get("partitions"), partitions, accounting, accounts, qos)
+
     if p.items:
         raise ConfigError(p.items, source)
     return ClusterSpec(name=name, backend=backend, nodes=tuple(nodes), partitions=tuple(partitions),
                        fake_gpus=fake_gpus, controller_port=controller_port,
                        slurm_conf_extra=tuple(extra), wait=float(wait), image=image, privileged=privileged,
-                       accounting=accounting, failure_detection=failure_detection, slurm=slurm)
+                       accounting=accounting, failure_detection=failure_detection, slurm=slurm,
+                       accounts=tuple(accounts), qos=tuple(qos))
 
 
 def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory: int) -> List[NodeSpec]:
@@ -193,7 +220,10 @@ def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory:
         except ValueError as exc:
             p.add("gpus", str(exc))
             shares = [[] for _ in range(count)]
-        return [NodeSpec(name=f"{prefix}{i + 1}", gpus=tuple(shares[i]), cpus=cpus, memory=memory)
+        gpu_type, gpu_model, features = _node_extras(p, "", raw, (None, None, ()))
+        return [NodeSpec(name=f"{prefix}{i + 1}", gpus=tuple(shares[i]), cpus=cpus, memory=memory,
+                         gpu_type=gpu_type if shares[i] else None, gpu_model=gpu_model if shares[i] else None,
+                         features=features)
                 for i in range(count)]
 
     if not spec_nodes:
@@ -211,6 +241,7 @@ def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory:
             shares = split_gpus(gpus, len(spec_nodes))
         except ValueError as exc:
             p.add("gpus", str(exc))
+    defaults = _node_extras(p, "", raw, (None, None, ()))
     result: List[NodeSpec] = []
     seen: Dict[str, int] = {}
     for i, where, n in _mappings(p, spec_nodes, "nodes", "'name'", NODE_KEYS):
@@ -226,8 +257,16 @@ def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory:
         ncpus = _int_in(p, f"{where}.cpus", n["cpus"], 1, 100000) if "cpus" in n else cpus
         nmem = _parsed(p, where, n, "memory", parse_memory_mb, memory)
         port = _int_in(p, f"{where}.port", n["port"], 1024, 65535) if "port" in n else None
+        gpu_type, gpu_model, features = _node_extras(p, f"{where}.", n, defaults)
+        if not node_gpus:
+            for key in ("gpuType", "gpuModel"):
+                if key in n:
+                    p.add(f"{where}.{key}", "the node has no GPUs (give it 'gpus', or fakeGpus at the top)")
+            gpu_type = gpu_model = None
+        options = _options(p, f"{where}.options", n.get("options"), NODE_OPTIONS)
         result.append(NodeSpec(name=nname, gpus=tuple(node_gpus), cpus=ncpus or cpus,
-                               memory=nmem, port=port))
+                               memory=nmem, port=port, gpu_type=gpu_type, gpu_model=gpu_model,
+                               features=features, options=options))
     all_ids = [g for n in result for g in n.gpus]
     for g in sorted({g for g in all_ids if all_ids.count(g) > 1}):
         p.add("gpus", f"GPU {g} is given to more than one node")
@@ -290,12 +329,180 @@ def _validate_partitions(p: _Problems, raw_parts: Any, node_names: List[str]) ->
             p.add(f"{where}.default", f"expected true or false, got {default!r}")
             default = False
         max_time = str(part.get("maxTime", "INFINITE"))
-        if not re.match(r"^(INFINITE|UNLIMITED|\d+(-\d+)?(:\d+){0,2})$", max_time):
+        if not SLURM_TIME_RE.match(max_time):
             p.add(f"{where}.maxTime", f"{max_time!r} is not a Slurm time (e.g. 60, 1-00:00:00, INFINITE)")
-        result.append(PartitionSpec(name=pname, nodes=members_t, default=default, max_time=max_time))
+        options = _options(p, f"{where}.options", part.get("options"), PARTITION_OPTIONS)
+        for key, value in options:
+            if key in ("DefaultTime",) and not SLURM_TIME_RE.match(value):
+                p.add(f"{where}.options.{key}", f"{value!r} is not a Slurm time (e.g. 60, 1-00:00:00)")
+            elif key == "PreemptMode" and not all(m.lower() in PREEMPT_MODES + ("within",) for m in value.split(",")):
+                p.add(f"{where}.options.{key}", f"{value!r}: expected {', '.join(m.upper() for m in PREEMPT_MODES)}")
+        result.append(PartitionSpec(name=pname, nodes=members_t, default=default, max_time=max_time,
+                                    options=options))
     if result and sum(1 for r in result if r.default) > 1:
         p.add("partitions", "more than one partition has default: true")
     elif result and not any(r.default for r in result):
         first = result[0]
-        result[0] = PartitionSpec(first.name, first.nodes, True, first.max_time)
+        result[0] = PartitionSpec(first.name, first.nodes, True, first.max_time, first.options)
     return result
+
+
+def _tokens(p: _Problems, where: str, value: Any, what: str) -> Tuple[str, ...]:
+    """A list of names (or one comma-separated string) -> a tuple of valid tokens."""
+    if isinstance(value, str):
+        value = [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
+        p.add(where, f"expected a list of {what}, got {value!r}")
+        return ()
+    out = tuple(str(v) for v in value)
+    for v in out:
+        if not TOKEN_RE.match(v):
+            p.add(where, f"{v!r} is not a valid {what[:-1] if what.endswith('s') else what} "
+                         "(letters, digits, '_', '.', '+', '-')")
+    return out
+
+
+def _node_extras(p: _Problems, where: str, raw: Dict, defaults: Tuple) -> Tuple[Optional[str], Optional[str], Tuple[str, ...]]:
+    """(gpuType, gpuModel, features) of a node entry (or of the top level), else ``defaults``."""
+    gpu_type, gpu_model, features = defaults
+    if raw.get("gpuType") is not None:
+        gpu_type = str(raw["gpuType"])
+        if not TOKEN_RE.match(gpu_type):
+            p.add(f"{where}gpuType", f"{gpu_type!r} is not a GPU type like 'h100' or 'a100'")
+    if raw.get("gpuModel") is not None:
+        gpu_model = raw["gpuModel"]
+        if not isinstance(gpu_model, str) or not gpu_model.strip() or "\n" in gpu_model or len(gpu_model) > 96:
+            p.add(f"{where}gpuModel", f"expected a model name like 'NVIDIA H100 80GB HBM3', got {gpu_model!r}")
+            gpu_model = None
+    if raw.get("features") is not None:
+        features = _tokens(p, f"{where}features", raw["features"], "features")
+    return gpu_type, gpu_model, features
+
+
+def _options(p: _Problems, where: str, raw: Any, allowed: Tuple[str, ...]) -> Options:
+    """A mapping of Slurm options -> ordered (Key, value) pairs in Slurm's spelling of the key."""
+    if raw is None:
+        return ()
+    if not isinstance(raw, dict):
+        p.add(where, f"expected a mapping of Slurm options (Key: value), got {raw!r}")
+        return ()
+    spelled = {a.lower(): a for a in allowed}
+    out: List[Tuple[str, str]] = []
+    for key, value in raw.items():
+        canon = spelled.get(str(key).lower())
+        if canon is None:
+            p.add(where, f"unknown option '{key}' (allowed: {', '.join(allowed)})")
+            continue
+        if isinstance(value, bool):
+            value = "YES" if value else "NO"
+        if not isinstance(value, (str, int, float)) or not str(value).strip() or any(c.isspace() for c in str(value)):
+            p.add(f"{where}.{canon}", f"expected one Slurm value without spaces, got {value!r}")
+            continue
+        out.append((canon, str(value)))
+    return tuple(out)
+
+
+def _validate_qos(p: _Problems, raw: Any) -> List[QosSpec]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        p.add("qos", "expected a list of QoS (name, priority, preempt ...)")
+        return []
+    result: List[QosSpec] = []
+    for i, where, q in _mappings(p, raw, "qos", "'name'", QOS_KEYS):
+        name = str(q.get("name", "")).lower()
+        if not TOKEN_RE.match(name):
+            p.add(f"{where}.name", f"{q.get('name')!r} is not a valid QoS name")
+        elif name in [r.name for r in result]:
+            p.add(f"{where}.name", f"QoS '{name}' is listed twice")
+        priority = _int_in(p, f"{where}.priority", q["priority"], 0, 2 ** 31) if "priority" in q else None
+        grace = _int_in(p, f"{where}.graceTime", q["graceTime"], 0, 10 ** 7) if "graceTime" in q else None
+        mode = q.get("preemptMode")
+        if mode is not None and str(mode).lower() not in ("off", "cancel", "requeue", "suspend"):
+            p.add(f"{where}.preemptMode", f"{mode!r}: expected off, cancel, requeue or suspend")
+            mode = None
+        preempt = tuple(x.lower() for x in _tokens(p, f"{where}.preempt", q.get("preempt", []), "QoS names"))
+        flags = _tokens(p, f"{where}.flags", q.get("flags", []), "flags")
+        limits = _options(p, f"{where}.limits", q.get("limits"), QOS_LIMITS)
+        result.append(QosSpec(name=name, priority=priority, preempt=preempt,
+                              preempt_mode=str(mode).lower() if mode is not None else None, grace_time=grace,
+                              flags=flags, limits=limits))
+    known = {r.name for r in result} | {"normal"}
+    for i, q in enumerate(result):
+        for other in q.preempt:
+            if other not in known:
+                p.add(f"qos[{i}].preempt", f"unknown QoS '{other}' (defined: {', '.join(sorted(known))})")
+    return result
+
+
+# sacctmgr's QoS options a spec may set under `limits` (Slurm's spelling).
+QOS_LIMITS = ("Description", "GrpJobs", "GrpSubmitJobs", "GrpTRES", "GrpTRESMins", "GrpTRESRunMins", "GrpWall",
+              "MaxJobsPerAccount", "MaxJobsPerUser", "MaxSubmitJobsPerAccount", "MaxSubmitJobsPerUser",
+              "MaxTRESMinsPerJob", "MaxTRESPerAccount", "MaxTRESPerJob", "MaxTRESPerNode", "MaxTRESPerUser",
+              "MaxTRESRunMinsPerUser", "MaxWall", "MinPrioThreshold", "MinTRESPerJob", "UsageFactor",
+              "UsageThreshold")
+
+
+def _validate_accounts(p: _Problems, raw: Any, qos_names: set) -> List[AccountSpec]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        p.add("accounts", "expected a list of accounts (name, users, fairshare ...)")
+        return []
+    result: List[AccountSpec] = []
+    allowed_qos = qos_names | {"normal"}
+    for i, where, a in _mappings(p, raw, "accounts", "'name'", ACCOUNT_KEYS):
+        # Slurm keeps account names in lower case (sacctmgr lowers them), and so do we.
+        name = str(a.get("name", "")).lower()
+        if not TOKEN_RE.match(name) or name == "root":
+            p.add(f"{where}.name", f"{a.get('name')!r} is not a valid account name")
+        elif name in [r.name for r in result]:
+            p.add(f"{where}.name", f"account '{name}' is listed twice")
+        parent = a.get("parent")
+        parent = str(parent).lower() if parent is not None else None
+        users = _tokens(p, f"{where}.users", a.get("users", []), "user names")
+        fairshare = _int_in(p, f"{where}.fairshare", a["fairshare"], 0, 2 ** 31) if "fairshare" in a else None
+        qos = tuple(x.lower() for x in _tokens(p, f"{where}.qos", a.get("qos", []), "QoS names"))
+        for x in qos:
+            if x not in allowed_qos:
+                p.add(f"{where}.qos", f"unknown QoS '{x}' (defined: {', '.join(sorted(allowed_qos))})")
+        default_qos = a.get("defaultQos")
+        default_qos = str(default_qos).lower() if default_qos is not None else None
+        if default_qos is not None and default_qos not in (qos or allowed_qos):
+            p.add(f"{where}.defaultQos", f"'{default_qos}' is not among the account's QoS")
+        result.append(AccountSpec(name=name, parent=None if parent in (None, "root") else parent, users=users,
+                                  fairshare=fairshare, qos=qos, default_qos=default_qos))
+    names = [r.name for r in result]
+    for i, acc in enumerate(result):
+        if acc.parent is not None and acc.parent not in names:
+            p.add(f"accounts[{i}].parent", f"unknown account '{acc.parent}' (give it its own entry, or leave "
+                                           "'parent' out for root)")
+        elif acc.parent is not None and names.index(acc.parent) > i:
+            p.add(f"accounts[{i}].parent", f"account '{acc.parent}' must come before '{acc.name}'")
+    return result
+
+
+def _check_partition_names(p: _Problems, raw_parts: Any, partitions: List[PartitionSpec], accounting: bool,
+                           accounts: List[AccountSpec], qos: List[QosSpec]) -> None:
+    """A partition's QOS= must exist (slurmctld refuses the partition otherwise), and the
+    accounts and QoS it allows should: Slurm keeps them in the accounting database."""
+    if raw_parts is None:
+        return
+    known_qos = {q.name for q in qos} | {"normal"}
+    known_accounts = {a.name for a in accounts} | {"simcluster", "root"}
+    for i, part in enumerate(partitions):
+        for key in ("QOS", "AllowQos", "DenyQos", "AllowAccounts", "DenyAccounts"):
+            value = part.option(key)
+            if value is None:
+                continue
+            if not accounting and key in ("QOS", "AllowQos", "DenyQos"):
+                p.add(f"partitions[{i}].options.{key}", "QoS live in the accounting database: set 'accounting: true' "
+                                                         "and list them under 'qos'")
+                continue
+            if not accounting:
+                continue
+            known = known_qos if "qos" in key.lower() else known_accounts
+            for name in value.split(","):
+                if name.upper() != "ALL" and name.lower() not in known:
+                    what = "qos" if "qos" in key.lower() else "accounts"
+                    p.add(f"partitions[{i}].options.{key}", f"'{name}' is not in the spec's {what} (add it there)")

@@ -87,6 +87,10 @@ def build_extravars(config_path: Optional[str], inventory: Inventory) -> Dict[st
             "gpus": list(node.gpus) if ("gpus" in entry or raw.get("gpus") is not None
                                         or not isinstance(raw.get("fakeGpus", False), bool)) else None,
             "port": node.port,
+            # What the spec says of the node beyond its shape (typed GPUs, features, options).
+            "gpu_type": node.gpu_type,
+            "features": list(node.features) or None,
+            "options": [list(o) for o in node.options] or None,
         }
         for key, (var, parse) in SHAPE_VARS.items():
             if explicit[key] is None or var not in host.vars:
@@ -106,7 +110,8 @@ def build_extravars(config_path: Optional[str], inventory: Inventory) -> Dict[st
     extra["slurm_node_overrides"] = {h: o for h, o in overrides.items() if o}
     if "partitions" in raw:
         extra["slurm_partitions"] = [{"name": p.name, "nodes": list(p.nodes), "default": p.default,
-                                      "max_time": p.max_time} for p in spec.partitions]
+                                      "max_time": p.max_time, "options": [list(o) for o in p.options]}
+                                     for p in spec.partitions]
     if "slurmConf" in raw:
         extra["slurm_extra_lines"] = list(spec.slurm_conf_extra)
     if "failureDetection" in raw:

@@ -278,7 +278,7 @@ def test_unknown_key_without_a_close_match_lists_the_allowed_keys():
     assert allowed == sorted(allowed)
     assert {"apiVersion", "kind", "name", "nodes", "gpus", "fakeGpus", "partitions", "slurmConf"} <= set(allowed)
     problem = one_problem({"partitions": [{"name": "p", "time": 5}]})
-    assert problem == "partitions[0]: unknown key 'time' (allowed: default, maxTime, name, nodes)"
+    assert problem == "partitions[0]: unknown key 'time' (allowed: default, maxTime, name, nodes, options)"
 
 
 def test_unknown_keys_that_are_not_strings_do_not_crash():

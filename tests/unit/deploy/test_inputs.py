@@ -85,8 +85,8 @@ def test_spec_values_become_overrides_and_only_what_it_says(tmp_path, monkeypatc
     assert extra["slurm_cluster_name"] == "prod"
     assert extra["slurm_node_overrides"] == {"gpu2": {"gpus": [3], "memory": 16384}}
     assert extra["slurm_partitions"] == [
-        {"name": "gpu", "nodes": ["gpu2"], "default": True, "max_time": "INFINITE"},
-        {"name": "all", "nodes": ["gpu1", "gpu2"], "default": False, "max_time": "INFINITE"}]
+        {"name": "gpu", "nodes": ["gpu2"], "default": True, "max_time": "INFINITE", "options": []},
+        {"name": "all", "nodes": ["gpu1", "gpu2"], "default": False, "max_time": "INFINITE", "options": []}]
     assert extra["slurm_extra_lines"] == ["MaxJobCount=5000"] and extra["slurm_fake_gpus"] is True
     assert "slurm_controller_port" not in extra and "slurm_wait_timeout" not in extra
 
