@@ -167,7 +167,7 @@ def spec_commands(spec: ClusterSpec, user: str, known_users: Iterable[str]) -> s
             sets.append(f"GraceTime={q.grace_time}")
         if q.flags:
             sets.append(f"Flags={','.join(q.flags)}")
-        sets += [f"{k}={shlex.quote(v)}" for k, v in q.limits]
+        sets += [f"{k}={shlex.quote(v)}" for k, v in q.limits if not is_tres_limit(k)]
         if q.name != "normal":
             lines.append(" ".join([f"add qos {q.name}", *sets]))
         elif sets:
@@ -196,6 +196,49 @@ def spec_commands(spec: ClusterSpec, user: str, known_users: Iterable[str]) -> s
     return "\n".join(lines) + "\n" if lines else ""
 
 
+# sacctmgr reading commands from stdin exits 0 even where it refused one: its words say so.
+_REFUSALS = ("error:", "unknown option", "doesn't exist", "does not exist", "bad qos")
+
+
+def _refused(output: str) -> str:
+    """The first line in which sacctmgr refused a command, or ''."""
+    for line in output.splitlines():
+        if any(r in line.lower() for r in _REFUSALS):
+            return line.strip().replace("sacctmgr: error: ", "")
+    return ""
+
+
+def is_tres_limit(key: str) -> bool:
+    """A QoS limit counted in TRES (MaxTRESPerUser=gres/gpu=16): it can name gres/gpu only
+    once slurmctld has registered the cluster's TRES (AccountingStorageTRES) in slurmdbd."""
+    return "tres" in key.lower()
+
+
+def tres_limit_commands(spec: ClusterSpec) -> str:
+    """sacctmgr commands that set the spec's TRES limits of QoS (after registration)."""
+    lines = []
+    for q in spec.qos:
+        sets = [f"{k}={shlex.quote(v)}" for k, v in q.limits if is_tres_limit(k)]
+        if sets:
+            lines.append(f"modify qos where name={q.name} set {' '.join(sets)}")
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def set_tres_limits(cluster: Cluster, timeout: float = 60.0) -> None:
+    """The QoS limits counted in TRES, once slurmctld has registered (wait_registered)."""
+    commands = tres_limit_commands(cluster.spec)
+    res = cluster.client.run(["sacctmgr", "-i"], stdin=commands, timeout=timeout)
+    log = f"{cluster.paths.log}/sacctmgr-setup.log"
+    runner = cluster.runner()
+    before = runner.read_text(log) or ""
+    output = before + commands + res.stdout + res.stderr
+    runner.write_file(log, output.encode(), 0o644)
+    if not res.ok or _refused(res.stdout + res.stderr):
+        raise StartupError(f"setting the QoS limits of cluster '{cluster.name}' failed",
+                           f"see {log}; TRES are named like gres/gpu=16, cpu=64, mem=500G, node=4",
+                           details=(res.stdout + res.stderr)[-2000:])
+
+
 def unknown_users(spec: ClusterSpec, known_users: Iterable[str]) -> List[str]:
     """Users the spec's accounts list who have no account on the cluster's machine."""
     known = set(known_users)
@@ -209,6 +252,14 @@ def _host_users(cluster: Cluster) -> List[str]:
         return []
     res = cluster.runner().run(["getent", "passwd", *wanted], timeout=10)
     return [line.split(":", 1)[0] for line in res.stdout.splitlines() if ":" in line]
+
+
+def register_title(cluster: Cluster) -> str:
+    """What `up` says while register() runs."""
+    spec = cluster.spec
+    extra = [f"{len(x)} {what}" for x, what in ((spec.qos, "QoS"), (spec.accounts, "accounts")) if x]
+    return (f"adding cluster '{cluster.name}', account '{ACCOUNT}' and user '{cluster.placement.daemon_user}'"
+            + (f", then {' and '.join(extra)}" if extra else ""))
 
 
 def register(cluster: Cluster, timeout: float = 60.0) -> None:
@@ -236,6 +287,11 @@ def register(cluster: Cluster, timeout: float = 60.0) -> None:
         commands = spec_commands(cluster.spec, user, known)
         res = cluster.client.run(["sacctmgr", "-i"], stdin=commands, timeout=timeout)
         output += commands + res.stdout + res.stderr
+        refused = _refused(res.stdout + res.stderr)
+        if refused:
+            raise StartupError(f"making the spec's QoS and accounts failed: {refused}",
+                               "check the qos and accounts of the spec (docs/config.md#accounts-and-qos)",
+                               details=(res.stdout + res.stderr)[-2000:])
         missing = unknown_users(cluster.spec, known)
         if missing:
             output += f"left out (no such user here): {', '.join(missing)}\n"

@@ -149,8 +149,7 @@ STEPS: Tuple[Step, ...] = (
          lambda up: accounting.start_mariadb(up.cluster), _accounting),
     Step("slurmdbd", lambda c: f"starting slurmdbd on port {c.placement.dbd_port}",
          lambda up: accounting.start_slurmdbd(up.cluster), _accounting),
-    Step("associations", lambda c: f"adding cluster '{c.name}', account '{accounting.ACCOUNT}' and user "
-                                   f"'{c.placement.daemon_user}'", lambda up: accounting.register(up.cluster),
+    Step("associations", lambda c: accounting.register_title(c), lambda up: accounting.register(up.cluster),
          _accounting),
     Step("slurmctld", lambda c: f"starting slurmctld on port {c.state.controller_port}", start_slurmctld),
     Step("slurmd", lambda c: f"starting {len(c.spec.nodes)} slurmd", start_slurmds),
@@ -158,6 +157,9 @@ STEPS: Tuple[Step, ...] = (
          lambda up: nodes_ready(up.cluster, up.timeout)),
     Step("registered", lambda c: "waiting for slurmctld to register with slurmdbd",
          lambda up: accounting.wait_registered(up.cluster, up.timeout), _accounting),
+    Step("qos-limits", lambda c: "setting the QoS limits counted in TRES",
+         lambda up: accounting.set_tres_limits(up.cluster),
+         lambda c: c.spec.accounting and any(accounting.is_tres_limit(k) for q in c.spec.qos for k, _ in q.limits)),
 )
 
 
