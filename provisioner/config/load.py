@@ -53,12 +53,15 @@ def read_yaml(path: str) -> Dict[str, Any]:
 
 
 def load_spec(config_path: Optional[str] = None, overrides: Optional[Dict[str, Any]] = None,
-              cpus: Optional[int] = None, memory_mb: Optional[int] = None) -> ClusterSpec:
-    """Build a ClusterSpec: YAML file (if any), then flag overrides, then defaults."""
-    raw: Dict[str, Any] = read_yaml(config_path) if config_path else {}
+              cpus: Optional[int] = None, memory_mb: Optional[int] = None, base: Optional[Dict[str, Any]] = None,
+              source: Optional[str] = None) -> ClusterSpec:
+    """Build a ClusterSpec: YAML file (if any) or ``base`` (a raw spec made by other means,
+    e.g. `--like`'s mirror of a slurm.conf), then flag overrides, then defaults. ``source``
+    names the spec in errors (default: the file)."""
+    raw: Dict[str, Any] = read_yaml(config_path) if config_path else dict(base or {})
     for key, value in (overrides or {}).items():
         if value is not None:
             raw[key] = value
-    source = str(config_path) if config_path else "cluster spec"
+    source = source or (str(config_path) if config_path else "cluster spec")
     return validate(raw, host_cpus=cpus or host_cpus(), host_memory_mb=memory_mb or host_memory_mb(),
                     source=source)

@@ -1,0 +1,584 @@
+"""A production slurm.conf (+ gres.conf) -> the raw cluster spec a YAML file would say.
+
+The result is validated by provisioner.config.validate like any spec: node names and
+shapes, typed GPUs, features and node options; partitions with their options; the
+cluster-wide settings jobs can see as ``slurmConf`` lines; accounts and QoS that
+partitions name. Everything else is reported, with a reason (provisioner/like/keys.py).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
+from provisioner.config.parse import MAX_GPU_ID
+from provisioner.config.validate import MAX_NODES, NODE_OPTIONS, NODE_RE, PARTITION_RE, TOKEN_RE
+from provisioner.like import hostlist, keys, scale
+from provisioner.like.gres import GresConf
+from provisioner.like.reader import ConfFile, ConfLine, LikeError, Where
+from provisioner.like.report import Report
+
+NODE_NAME_RULE = ("simcluster node names are lowercase letters, digits and '-', starting with a letter, "
+                  "at most 40: they become host names, directory names and gres device names here")
+# Fake GPUs are numbered 0..MAX_GPU_ID across the whole cluster.
+MAX_FAKE_GPUS = MAX_GPU_ID + 1
+_SLURM_WORDS = ("INFINITE", "UNLIMITED")
+
+
+@dataclass
+class Node:
+    """A production node as the mirror sees it."""
+
+    name: str
+    where: Where
+    cpus: Optional[int] = None
+    memory: Optional[int] = None
+    gpus: int = 0
+    gpu_type: Optional[str] = None
+    features: Tuple[str, ...] = ()
+    options: Dict[str, str] = field(default_factory=dict)
+    port: Optional[int] = None
+    device_ids: Optional[List[int]] = None
+
+    @property
+    def shape(self) -> Tuple:
+        return (self.cpus, self.memory, self.gpus, self.gpu_type, self.features)
+
+
+@dataclass
+class Partition:
+    name: str
+    where: Where
+    nodes_expr: Optional[str]
+    default: bool = False
+    max_time: str = "INFINITE"
+    options: Dict[str, str] = field(default_factory=dict)
+    nodes: List[str] = field(default_factory=list)
+    all_nodes: bool = False
+
+
+@dataclass
+class Parsed:
+    """The conf's nodes, partitions and kept global lines, before scaling and GPU ids."""
+
+    nodes: Dict[str, Node] = field(default_factory=dict)
+    partitions: List[Partition] = field(default_factory=list)
+    slurm_conf: Dict[str, str] = field(default_factory=dict)  # canonical key -> "Key=Value"
+    accounting: bool = False
+    accounts: List[str] = field(default_factory=list)
+    qos: List[str] = field(default_factory=list)
+
+
+def _int(where: Where, key: str, value: str) -> int:
+    if not value.strip().isdecimal():
+        raise LikeError(f"{where}: {key}={value} is not a whole number")
+    return int(value)
+
+
+def _one_value(value: str) -> str:
+    """A value as one token: spaces after commas (quoted lists) go."""
+    return re.sub(r"\s*,\s*", ",", value.strip())
+
+
+def _time(value: str) -> str:
+    return value.upper() if value.upper() in _SLURM_WORDS else value
+
+
+class _Mapper:
+    def __init__(self, conf: ConfFile, report: Report, source: str):
+        self.conf, self.report, self.source = conf, report, source
+        self.parsed = Parsed()
+        self.node_defaults: Dict[str, str] = {}
+        self.part_defaults: Dict[str, str] = {}
+        self.nodesets: Dict[str, Tuple[Where, Dict[str, str]]] = {}
+        self.accounting_lines: List[Tuple[Where, str, str]] = []
+
+    # ------------------------------------------------------------------ lines
+    def run(self) -> Parsed:
+        for line in self.conf.lines:
+            kind = line.kind
+            if kind == "nodename":
+                self._node_line(line)
+            elif kind == "partitionname":
+                self._partition_line(line)
+            elif kind == "nodeset":
+                self._nodeset_line(line)
+            elif kind == "downnodes":
+                self.report.drop(line.where, "DownNodes", line.head, "node states are the cluster's: every node "
+                                                                     "starts idle")
+            elif kind in ("frontendname", "frontendaddr"):
+                self.report.drop(line.where, "FrontendName", line.head, "front-end mode is not used here")
+            else:
+                for key, value in line.pairs:
+                    self._global(line.where, key, value)
+        if not self.parsed.nodes:
+            raise LikeError(f"{self.source}: no NodeName line: there are no nodes to mirror",
+                            "give --like the slurm.conf that defines the nodes (or includes them)")
+        self._resolve_partitions()
+        for where, key, value in self.accounting_lines:
+            self._accounting_setting(where, key, value)
+        return self.parsed
+
+    def _options(self, line: ConfLine, keep: Sequence[str], aliases: Dict[str, str], drop: Dict[str, str],
+                 what: str) -> Dict[str, str]:
+        """The line's options after its first pair, in Slurm's spelling; dropped ones reported."""
+        out: Dict[str, str] = {}
+        for key, value in line.pairs[1:]:
+            canon = keys.canonical(key, keep) or aliases.get(key.lower())
+            if canon:
+                out[canon] = value
+                continue
+            dropped = keys.canonical(key, drop)
+            self.report.drop(line.where, dropped or key, value,
+                             drop[dropped] if dropped else f"unknown {what} option, kept out")
+        return out
+
+    # ------------------------------------------------------------------ nodes
+    def _node_line(self, line: ConfLine) -> None:
+        head = line.head.strip()
+        if not head:
+            raise LikeError(f"{line.where}: NodeName line has no name", "write NodeName=node[1-4] ...")
+        values = self._options(line, keys.NODE_KEEP, keys.NODE_ALIASES, keys.NODE_DROP, "NodeName")
+        if head.upper() == "DEFAULT":
+            for k, v in values.items():
+                self.report.keep(line.where, k, v, "default of the NodeName lines after it")
+            self.node_defaults.update(values)
+            return
+        try:
+            names = hostlist.expand(head)
+        except hostlist.HostlistError as exc:
+            raise LikeError(f"{line.where}: NodeName={head}: {exc}") from None
+        bad = [n for n in names if not NODE_RE.match(n)]
+        if bad:
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            raise LikeError(f"{line.where}: node name '{bad[0]}'{more} cannot be used here: {NODE_NAME_RULE}",
+                            "rename the nodes in a copy of the conf (and in its partitions and gres.conf)")
+        merged = {**self.node_defaults, **values}
+        proto = self._node_shape(line.where, merged, len(names))
+        ports = self._ports(line.where, merged.get("Port"), names)
+        for i, name in enumerate(names):
+            if name in self.parsed.nodes:
+                raise LikeError(f"{line.where}: node '{name}' is defined again (first at "
+                                f"{self.parsed.nodes[name].where})", "define each node once")
+            node = Node(name=name, where=line.where, cpus=proto.cpus, memory=proto.memory, gpus=proto.gpus,
+                        gpu_type=proto.gpu_type, features=proto.features, options=dict(proto.options),
+                        port=ports[i] if ports else None)
+            self.parsed.nodes[name] = node
+        for k, v in values.items():
+            if k != "Port":  # reported by _ports, kept or not
+                self.report.keep(line.where, k, v)
+        self.report.keep(line.where, "NodeName", head, f"{len(names)} node{'s' if len(names) > 1 else ''}")
+
+    def _node_shape(self, where: Where, values: Dict[str, str], count: int) -> Node:
+        node = Node(name="", where=where)
+        if "CPUs" in values:
+            node.cpus = _int(where, "CPUs", values["CPUs"])
+        topo = {k: _int(where, k, values[k]) for k in NODE_OPTIONS if k in values and k not in ("Weight", "TmpDisk")}
+        if node.cpus is None and topo:
+            # Slurm's own rule: CPUs = sockets (Sockets, or Boards x SocketsPerBoard) x cores x threads.
+            sockets = topo.get("Sockets") or topo.get("Boards", 1) * topo.get("SocketsPerBoard", 1)
+            node.cpus = sockets * topo.get("CoresPerSocket", 1) * topo.get("ThreadsPerCore", 1)
+        if "RealMemory" in values:
+            node.memory = _int(where, "RealMemory", values["RealMemory"])
+        for k in NODE_OPTIONS:
+            if k in values:
+                node.options[k] = _one_value(values[k])
+        if "Features" in values:
+            feats = []
+            for f in (x.strip() for x in values["Features"].split(",")):
+                if not f:
+                    continue
+                if TOKEN_RE.match(f):
+                    feats.append(f)
+                else:
+                    self.report.drop(where, "Features", f, "not a feature name simcluster takes (letters, digits, "
+                                                           "'_', '.', '+', '-')")
+            node.features = tuple(dict.fromkeys(feats))
+        if "Gres" in values:
+            node.gpus, node.gpu_type = self._gres(where, values["Gres"])
+        return node
+
+    def _gres(self, where: Where, value: str) -> Tuple[int, Optional[str]]:
+        """(GPU count, type) of a Gres= value; non-GPU gres and a second GPU type are reported."""
+        count, gpu_type = 0, None
+        if value.strip().lower() in ("", "(null)", "none"):
+            return 0, None
+        for item in re.split(r",(?![^(]*\))", value):
+            item = re.sub(r"\(.*\)$", "", item.strip())  # (S:0-1): socket affinity of real hardware
+            parts = item.split(":")
+            if parts[0].lower() != "gpu":
+                self.report.drop(where, "Gres", item, "a mirror has GPUs only: other gres are left out")
+                continue
+            parts = [p for p in parts[1:] if p.lower() != "no_consume"]
+            this_type, n = None, 1
+            if len(parts) == 1 and parts[0].isdecimal():
+                n = int(parts[0])
+            elif len(parts) == 1:
+                this_type = parts[0]
+            elif len(parts) == 2 and parts[1].isdecimal():
+                this_type, n = parts[0], int(parts[1])
+            elif parts:
+                raise LikeError(f"{where}: Gres={value}: '{item}' is not gpu[:type][:count]")
+            if this_type is not None and not TOKEN_RE.match(this_type):
+                raise LikeError(f"{where}: Gres={value}: '{this_type}' is not a GPU type simcluster takes")
+            if count and this_type != gpu_type:
+                self.report.drop(where, "Gres", item, f"one GPU type per node here: the node keeps "
+                                                      f"gpu:{gpu_type or ''}{':' if gpu_type else ''}{count}")
+                continue
+            gpu_type = this_type
+            count += n
+        return count, gpu_type
+
+    def _ports(self, where: Where, value: Optional[str], names: List[str]) -> Optional[List[int]]:
+        if value is None:
+            return None
+        spec = value.strip()
+        try:
+            ports = [int(p) for p in hostlist.expand(spec if spec.startswith("[") else f"[{spec}]")]
+        except hostlist.HostlistError:
+            raise LikeError(f"{where}: Port={value} is not a port number or range") from None
+        if len(ports) == len(names) and all(1024 <= p <= 65535 for p in ports):
+            self.report.keep(where, "Port", value, "the slurmd port of each node")
+            return ports
+        if len(ports) == 1 and len(names) > 1:
+            reason = f"one port for {len(names)} nodes, each on a host of its own there; here each gets a free one"
+        else:
+            reason = f"{len(ports)} ports for {len(names)} nodes; here each node gets a free one"
+        self.report.drop(where, "Port", value, reason)
+        return None
+
+    def _nodeset_line(self, line: ConfLine) -> None:
+        name = line.head.strip()
+        values = {k.lower(): v for k, v in line.pairs[1:]}
+        self.nodesets[name] = (line.where, values)
+        self.report.keep(line.where, "NodeSet", name, "its nodes go into the partitions naming it")
+
+    # ------------------------------------------------------------ partitions
+    def _partition_line(self, line: ConfLine) -> None:
+        head = line.head.strip()
+        if not head:
+            raise LikeError(f"{line.where}: PartitionName line has no name", "write PartitionName=gpu Nodes=...")
+        values = self._options(line, keys.PARTITION_KEEP, keys.PARTITION_ALIASES, keys.PARTITION_DROP,
+                               "PartitionName")
+        if head.upper() == "DEFAULT":
+            for k, v in values.items():
+                self.report.keep(line.where, k, v, "default of the PartitionName lines after it")
+            self.part_defaults.update(values)
+            return
+        if not PARTITION_RE.match(head):
+            raise LikeError(f"{line.where}: partition name '{head}' cannot be used here: simcluster partition names "
+                            "are letters, digits, '_' and '-', starting with a letter, at most 30",
+                            "rename it in a copy of the conf")
+        if any(p.name == head for p in self.parsed.partitions):
+            raise LikeError(f"{line.where}: partition '{head}' is defined again", "define each partition once")
+        merged = {**self.part_defaults, **values}
+        part = Partition(name=head, where=line.where, nodes_expr=merged.get("Nodes"))
+        default = merged.get("Default", "NO").strip().upper()
+        if default not in ("YES", "NO"):
+            raise LikeError(f"{line.where}: Default={merged['Default']}: expected YES or NO")
+        part.default = default == "YES"
+        part.max_time = _time(merged.get("MaxTime", "INFINITE"))
+        for k, v in merged.items():
+            if k in ("Nodes", "Default", "MaxTime"):
+                continue
+            v = _one_value(v)
+            if k == "State" and v.upper() == "UP":
+                continue  # every partition is UP unless it says otherwise
+            if any(c.isspace() for c in v) or not v:
+                self.report.drop(line.where, k, v, "a value with spaces or none")
+                continue
+            part.options[k] = _time(v) if k in ("DefaultTime", "GraceTime") else v
+        for k, v in values.items():
+            self.report.keep(line.where, k, v)
+        self.report.keep(line.where, "PartitionName", head)
+        self.parsed.partitions.append(part)
+
+    def _resolve_partitions(self) -> None:
+        node_names = list(self.parsed.nodes)
+        parts: List[Partition] = []
+        for part in self.parsed.partitions:
+            expr = part.nodes_expr
+            if expr is None or not expr.strip():
+                self.report.drop(part.where, "PartitionName", part.name, "the partition has no nodes (Nodes=)")
+                continue
+            if expr.strip().upper() == "ALL":
+                part.nodes, part.all_nodes = list(node_names), True
+            else:
+                part.nodes = self._members(part.where, part.name, expr)
+            parts.append(part)
+        if not parts and self.parsed.partitions:
+            raise LikeError(f"{self.source}: no partition has nodes", "give a partition Nodes=")
+        if not parts:
+            has_gpus = any(n.gpus for n in self.parsed.nodes.values())
+            name = "gpu" if has_gpus else "main"
+            parts = [Partition(name=name, where=Where(self.source, 0), nodes_expr="ALL", default=True,
+                               nodes=list(node_names), all_nodes=True)]
+            self.report.note(f"no PartitionName line: one partition '{name}' of every node, Default=YES, "
+                             "MaxTime=INFINITE")
+        defaults = [p for p in parts if p.default]
+        if len(defaults) > 1:
+            # Slurm takes the last Default=YES.
+            for p in defaults[:-1]:
+                p.default = False
+            self.report.note(f"several partitions say Default=YES; the last one, '{defaults[-1].name}', is the "
+                             "default (as in Slurm)")
+        elif not defaults:
+            self.report.note(f"no partition says Default=YES; here '{parts[0].name}' is the default (simcluster "
+                             "needs one): a job without -p runs there instead of being refused")
+        self.parsed.partitions = parts
+        in_parts = {n for p in parts for n in p.nodes}
+        alone = [n for n in node_names if n not in in_parts]
+        if alone:
+            self.report.note(f"nodes in no partition (no job can run there, as in production): "
+                             f"{hostlist.compress(alone)}")
+        for p in parts:
+            for key in ("AllowAccounts", "DenyAccounts"):
+                for name in (p.options.get(key) or "").split(","):
+                    if name and name.upper() != "ALL" and name.lower() not in self.parsed.accounts:
+                        self.parsed.accounts.append(name.lower())
+            for key in ("AllowQos", "DenyQos", "QOS"):
+                for name in (p.options.get(key) or "").split(","):
+                    if name and name.upper() != "ALL" and name.lower() not in self.parsed.qos + ["normal"]:
+                        self.parsed.qos.append(name.lower())
+        if self.parsed.accounts or self.parsed.qos:
+            self.parsed.accounting = True
+
+    def _members(self, where: Where, pname: str, expr: str) -> List[str]:
+        try:
+            names = hostlist.expand(expr)
+        except hostlist.HostlistError as exc:
+            raise LikeError(f"{where}: Nodes={expr}: {exc}") from None
+        out: List[str] = []
+        for n in names:
+            if n in self.parsed.nodes:
+                out.append(n)
+            elif n in self.nodesets:
+                out.extend(self._nodeset(n))
+            elif n.upper() == "ALL":
+                out.extend(self.parsed.nodes)
+            else:
+                raise LikeError(f"{where}: partition '{pname}' names node '{n}', which no NodeName line defines",
+                                "define the node, or remove it from Nodes=")
+        return list(dict.fromkeys(out))
+
+    def _nodeset(self, name: str) -> List[str]:
+        where, values = self.nodesets[name]
+        if "nodes" in values:
+            return self._members(where, f"NodeSet {name}", values["nodes"])
+        if "feature" in values:
+            return [n.name for n in self.parsed.nodes.values() if values["feature"] in n.features]
+        raise LikeError(f"{where}: NodeSet={name} has neither Nodes= nor Feature=")
+
+    # ---------------------------------------------------------------- globals
+    def _global(self, where: Where, key: str, value: str) -> None:
+        low = key.lower()
+        if low == "accountingstoragetype":
+            on = value.strip().endswith("slurmdbd")
+            self.parsed.accounting = self.parsed.accounting or on
+            self.report.keep(where, "AccountingStorageType", value, "accounting: true" if on else "no accounting")
+            return
+        if low == "grestypes":
+            others = [t for t in _one_value(value).split(",") if t and t.lower() != "gpu"]
+            self.report.keep(where, "GresTypes", "gpu", "as simcluster's")
+            if others:
+                self.report.drop(where, "GresTypes", ",".join(others), "a mirror has GPUs only: other gres are "
+                                                                      "left out")
+            return
+        if keys.canonical(key, keys.GLOBAL_ACCOUNTING):
+            self.accounting_lines.append((where, keys.canonical(key, keys.GLOBAL_ACCOUNTING), value))
+            return
+        reason = keys.global_reason(key)
+        if reason:
+            self.report.drop(where, keys.canonical(key, keys.GLOBAL_DROP) or key, value, reason)
+            return
+        canon = keys.canonical(key, keys.GLOBAL_KEEP)
+        if canon is None and low.startswith("priority"):
+            canon = key[0].upper() + key[1:]
+        if canon is None:
+            self.report.drop(where, key, value, "unknown key, kept out")
+            return
+        value = _one_value(value)
+        plugins = keys.PLUGINS.get(canon)
+        if plugins and value.lower() not in plugins:
+            self.report.drop(where, canon, value, f"not a plugin of this Slurm (it has {', '.join(plugins)})")
+            return
+        if canon in keys.VALUE_FILTERS:
+            allowed, why = keys.VALUE_FILTERS[canon]
+            items = [v for v in value.split(",") if v]
+            gone = [v for v in items if v.lower() not in allowed]
+            if gone:
+                self.report.drop(where, canon, ",".join(gone), why)
+            value = ",".join(v for v in items if v.lower() in allowed)
+            if not value:
+                return
+        self._keep_line(where, canon, value)
+
+    def _keep_line(self, where: Where, key: str, value: str) -> None:
+        text = f'{key}="{value}"' if any(c.isspace() for c in value) else f"{key}={value}"
+        self.parsed.slurm_conf.pop(key, None)  # the last one counts, as in Slurm
+        self.parsed.slurm_conf[key] = text
+        self.report.keep(where, key, value, "slurmConf")
+
+    def _accounting_setting(self, where: Where, key: str, value: str) -> None:
+        if not self.parsed.accounting:
+            self.report.drop(where, key, value, keys.R_ACCOUNTING)
+            return
+        value = _one_value(value)
+        if key == "AccountingStorageTRES":
+            items = [t for t in value.split(",") if t]
+            gone = [t for t in items if t.lower().startswith("gres/") and not t.lower().startswith("gres/gpu")]
+            if gone:
+                self.report.drop(where, key, ",".join(gone), "a mirror has GPUs only: other gres are left out")
+            value = ",".join(t for t in items if t not in gone)
+        self._keep_line(where, key, value)
+
+
+def parse_conf(conf: ConfFile, report: Report, source: str) -> Parsed:
+    """Nodes, partitions and settings of ``conf``."""
+    for note in conf.notes:
+        report.note(note)
+    return _Mapper(conf, report, source).run()
+
+
+def apply_gres(parsed: Parsed, gres: GresConf, report: Report) -> None:
+    """gres.conf's GPU types (where slurm.conf's Gres= has none) and device numbers."""
+    for where, key, value, reason in gres.dropped:
+        report.drop(where, key, value, reason)
+    typed_from_gres = set()
+    for node in parsed.nodes.values():
+        entries = gres.for_node(node.name)
+        if not entries or not node.gpus:
+            if entries and not node.gpus:
+                report.note(f"{entries[0].where}: gres.conf gives {node.name} GPUs that its NodeName line "
+                            "(Gres=) does not: the node has none, as slurmctld would say")
+            continue
+        types = {e.gpu_type for e in entries if e.gpu_type}
+        if node.gpu_type is None and len(types) == 1:
+            node.gpu_type = types.pop()
+            typed_from_gres.add((node.gpu_type, str(entries[0].where)))
+        elif node.gpu_type and types and node.gpu_type not in types:
+            report.note(f"{entries[0].where}: gres.conf types {node.name}'s GPUs {','.join(sorted(types))}, "
+                        f"slurm.conf gpu:{node.gpu_type}: slurm.conf's is kept")
+        if all(e.ids is not None for e in entries):
+            ids = [i for e in entries if (e.gpu_type in (None, node.gpu_type)) for i in e.ids]
+            if len(ids) == node.gpus and len(set(ids)) == len(ids):
+                node.device_ids = ids
+    for gpu_type, where in sorted(typed_from_gres):
+        report.note(f"{where}: GPU type {gpu_type} from gres.conf (slurm.conf's Gres= has no type)")
+
+
+# ----------------------------------------------------------------------------- the spec
+
+def gpu_ids(nodes: List[Node], host_gpus: Optional[List[int]], source: str) -> Dict[str, List[int]]:
+    """The physical GPU ids of each node with GPUs: gres.conf's device numbers where they
+    are distinct (and, with --gpus, among the host's), else handed out in node order."""
+    with_gpus = [n for n in nodes if n.gpus]
+    total = sum(n.gpus for n in with_gpus)
+    from_gres = [i for n in with_gpus for i in (n.device_ids or [])]
+    distinct = (all(n.device_ids for n in with_gpus) and len(set(from_gres)) == len(from_gres)
+                and all(i <= MAX_GPU_ID for i in from_gres))
+    if host_gpus is not None:
+        if distinct and set(from_gres) <= set(host_gpus):
+            return {n.name: list(n.device_ids or []) for n in with_gpus}
+        if total > len(host_gpus):
+            raise LikeError(f"{source}: the mirrored nodes have {total} GPUs, --gpus gives {len(host_gpus)}",
+                            "give --gpus enough of this host's GPUs, keep fewer nodes with --max-nodes, or leave "
+                            "--gpus out to fake them")
+        pool = list(host_gpus)
+    else:
+        if distinct:
+            return {n.name: list(n.device_ids or []) for n in with_gpus}
+        pool = list(range(total))
+    out: Dict[str, List[int]] = {}
+    for n in with_gpus:
+        out[n.name], pool = pool[:n.gpus], pool[n.gpus:]
+    return out
+
+
+def to_raw(parsed: Parsed, keep: List[str], ids: Dict[str, List[int]], fake: bool) -> Dict[str, Any]:
+    """The raw spec (YAML keys) of the kept nodes."""
+    kept = set(keep)
+    scaled = len(keep) < len(parsed.nodes)
+    nodes = []
+    for name in keep:
+        n = parsed.nodes[name]
+        entry: Dict[str, Any] = {"name": name}
+        if name in ids:
+            entry["gpus"] = ids[name]
+        if n.cpus is not None:
+            entry["cpus"] = n.cpus
+        if n.memory is not None:
+            entry["memory"] = n.memory
+        if n.port is not None:
+            entry["port"] = n.port
+        if n.gpu_type and name in ids:
+            entry["gpuType"] = n.gpu_type
+        if n.features:
+            entry["features"] = list(n.features)
+        if n.options:
+            entry["options"] = dict(n.options)
+        nodes.append(entry)
+    partitions = []
+    for p in parsed.partitions:
+        entry = {"name": p.name, "nodes": "ALL" if p.all_nodes and not scaled else [n for n in p.nodes if n in kept],
+                 "default": p.default, "maxTime": p.max_time}
+        if p.options:
+            entry["options"] = dict(p.options)
+        partitions.append(entry)
+    raw: Dict[str, Any] = {"nodes": nodes, "partitions": partitions}
+    if parsed.slurm_conf:
+        raw["slurmConf"] = list(parsed.slurm_conf.values())
+    if ids:
+        raw["fakeGpus"] = fake
+    if parsed.accounting:
+        raw["accounting"] = True
+    if parsed.accounts:
+        raw["accounts"] = [{"name": a} for a in parsed.accounts]
+    if parsed.qos:
+        raw["qos"] = [{"name": q} for q in parsed.qos]
+    return raw
+
+
+def choose_nodes(parsed: Parsed, max_nodes: Optional[int], report: Report, source: str,
+                 fake_gpus: bool) -> List[str]:
+    """The node names the mirror keeps: all, or a --max-nodes subset; too many is an error."""
+    order = list(parsed.nodes)
+    members = [(p.name, p.nodes) for p in parsed.partitions]
+    shape_of = {n.name: n.shape for n in parsed.nodes.values()}
+    minimum = scale.needed(members, shape_of)
+    if max_nodes is None:
+        if len(order) > MAX_NODES:
+            raise LikeError(f"{source}: {len(order)} nodes, more than simcluster's limit of {MAX_NODES}",
+                            f"mirror a scaled subset that keeps every partition's node shapes: --max-nodes "
+                            f"{max(len(minimum), 8)}")
+        gpus = sum(n.gpus for n in parsed.nodes.values())
+        if fake_gpus and gpus > MAX_FAKE_GPUS:
+            raise LikeError(f"{source}: {len(order)} nodes with {gpus} GPUs, more than the {MAX_FAKE_GPUS} fake GPUs "
+                            "a cluster here can have",
+                            f"mirror a scaled subset that keeps every partition's node shapes: --max-nodes "
+                            f"{max(len(minimum), 8)}")
+        return order
+    if max_nodes < 1:
+        raise LikeError(f"--max-nodes {max_nodes}: give at least 1")
+    keep = scale.select(order, members, shape_of, max_nodes)
+    if keep is None:
+        per = scale.shapes_per_partition(members, shape_of)
+        detail = ", ".join(f"{name}: {count}" for name, count in per.items())
+        raise LikeError(f"--max-nodes {max_nodes} is too few: keeping one node of each shape in each partition "
+                        f"needs {len(minimum)} (shapes per partition: {detail})",
+                        f"give --max-nodes {len(minimum)} or more")
+    if len(keep) < len(order):
+        report.note(f"--max-nodes {max_nodes}: kept {len(keep)} of {len(order)} nodes: {hostlist.compress(keep)}")
+        for p in parsed.partitions:
+            count = sum(1 for n in p.nodes if n in set(keep))
+            for key in ("MaxNodes", "MinNodes"):
+                value = p.options.get(key)
+                if value and value.isdecimal() and int(value) > count:
+                    report.note(f"partition {p.name}: {key}={value} kept, it has {count} node"
+                                f"{'s' if count != 1 else ''} here (a job asking for more is refused)")
+    gpus = sum(parsed.nodes[n].gpus for n in keep)
+    if fake_gpus and gpus > MAX_FAKE_GPUS:
+        raise LikeError(f"--max-nodes {max_nodes}: the kept nodes have {gpus} GPUs, more than the {MAX_FAKE_GPUS} "
+                        "fake GPUs a cluster here can have", "give a smaller --max-nodes")
+    return keep
