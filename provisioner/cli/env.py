@@ -62,12 +62,22 @@ def command(name):
     cluster's own Slurm commands (its version) in the controller container, from this
     host's shell and from scripts. Run them from the cluster's shared directory (`simcluster
     status` shows it): that directory is /shared on every node.
+
+    For a cluster with fake GPUs it puts simcluster's nvidia-smi on PATH as well: with
+    SLURMD_NODENAME=NODE it shows that node's GPUs, otherwise this machine's own nvidia-smi
+    answers (if it has one).
     """
     # lazy: the cluster model loads only when the command runs, not for --help
+    from provisioner.cluster import fakegpus
     from provisioner.clusters import load
     cluster = load(name)
     for key, value in cluster.placement.client_env.items():
         click.echo(f"export {key}={shlex.quote(value)}")
+    # Fake GPUs: simcluster's nvidia-smi here too, as in jobs (off the nodes it answers with
+    # this machine's own nvidia-smi if there is one, else "No devices were found").
+    shim = fakegpus.shim_path(cluster.placement.config_dir)
+    if cluster.spec.fake_gpus and shim.is_file():
+        click.echo(f'export PATH={shlex.quote(str(shim.parent))}:"$PATH"')
     runner = cluster.runner()
     batch = runner.exec_prefix(WD, interactive=False)
     if batch:

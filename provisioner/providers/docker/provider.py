@@ -6,7 +6,8 @@ DockerExecRunner, as on every backend. Container hostnames are the node names (a
 "slurmctld" for the controller), so MASTER_ADDR from `scontrol show hostnames` resolves
 through Docker's DNS. Configs are mounted read-only at /etc/simcluster, and at /etc/slurm
 where Slurm's commands find them without SLURM_CONF, as on a production node; a shared
-directory at /shared in every container holds job files.
+directory at /shared in every container holds job files. Nodes with fake GPUs get
+simcluster's nvidia-smi mounted at /usr/local/bin/nvidia-smi (cluster/fakegpus).
 
 Containers and the network are labelled (io.simcluster.cluster=<name>, role, node,
 state-dir), so clusters made by an older simcluster (no state file) are still found and
@@ -34,6 +35,7 @@ from typing import Dict, List, Optional
 from docker.errors import DockerException, NotFound
 from docker.types import DeviceRequest, Mount
 
+from provisioner.cluster import fakegpus
 from provisioner.cluster.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
 from provisioner.cluster.placement import CONTROLLER, Placement
 from provisioner.cluster.state import ClusterState
@@ -119,6 +121,9 @@ def container_config(spec: ClusterSpec, layout: ClusterLayout, image_tag: str, n
         labels[LABEL_GPUS] = ",".join(map(str, gpus))
         if cgroups:
             config["cgroupns"] = "private"
+        if gpus and spec.fake_gpus:  # simcluster's nvidia-smi, on every PATH (provisioner/cluster/fakegpus)
+            config["mounts"].append(Mount(fakegpus.CONTAINER_SHIM, str(fakegpus.shim_path(layout.etc)), type="bind",
+                                          read_only=True))
         if gpus and not spec.fake_gpus:  # only this node's GPUs: inside they are 0..n-1
             config["device_requests"] = [DeviceRequest(device_ids=[",".join(map(str, gpus))],
                                                        capabilities=[["gpu"]])]
@@ -198,6 +203,8 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
         t0 = time.monotonic()
         layout = state.layout
         layout.etc.mkdir(exist_ok=True)
+        # Fake GPUs: nvidia-smi and its data, before the node containers that mount it.
+        fakegpus.install(spec, layout.etc)
         shared = layout.root / "shared"
         shared.mkdir(exist_ok=True)
         os.chmod(shared, 0o777)  # jobs run as root in containers, the host user reads and writes too

@@ -5,7 +5,8 @@ the state directory; the shared steps then start munged, slurmctld and `slurmd -
 node here. Every node has a loopback address of its own, and node names resolve inside
 jobs through the cluster's own hosts file (names.py; no change to the host's /etc/hosts);
 a TaskProlog maps Slurm's node-local GPU index to the node's physical GPU ids (every node
-shares this host's GPUs).
+shares this host's GPUs) and, where the GPUs are fake, puts simcluster's nvidia-smi first
+on jobs' PATH (cluster/fakegpus).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from provisioner.cluster import accounting
+from provisioner.cluster import accounting, fakegpus
 from provisioner.cluster.capabilities import Machines
 from provisioner.cluster.placement import CONTROLLER, NODE_TOKEN, NodePaths, Placement
 from provisioner.cluster.poll import WaitTimeout, poll_until
@@ -126,6 +127,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
             # munged insists that its socket directory is not writable by others and is searchable.
             layout.munge_dir.mkdir(exist_ok=True)
             os.chmod(layout.munge_dir, 0o711)
+            # Fake GPUs: nvidia-smi for jobs and its data (the TaskProlog puts it on PATH).
+            fakegpus.install(spec, layout.etc)
             for node in spec.nodes:
                 (layout.spool / node.name).mkdir(exist_ok=True)
                 (layout.root / "tmp" / node.name).mkdir(parents=True, exist_ok=True)  # its TmpFS

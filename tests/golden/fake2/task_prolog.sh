@@ -39,5 +39,15 @@ fi
 # Over TCP on the nodes' network (or loopback) every run passed. A job's own setting wins.
 echo "export OMPI_MCA_btl_tcp_if_include=${OMPI_MCA_btl_tcp_if_include:-lo}"
 echo "export OMPI_MCA_btl=${OMPI_MCA_btl:-self,tcp}"
+
+# Fake GPUs: simcluster's nvidia-smi (bin/ beside this file, written at `up` only where
+# the GPUs are fake; provisioner/cluster/fakegpus) comes first on PATH. Nodes with real
+# GPUs have no such file and keep the real one.
+if [ -x "/state/fake2/etc/bin/nvidia-smi" ]; then
+  case ":$PATH:" in
+    *":/state/fake2/etc/bin:"*) ;;  # there already (a step started from a job that has it)
+    *) echo "export PATH=/state/fake2/etc/bin${PATH:+:$PATH}" ;;
+  esac
+fi
 echo "export SIMCLUSTER_CLUSTER=dev"
 echo "export SIMCLUSTER_STATE_DIR=/state/fake2"

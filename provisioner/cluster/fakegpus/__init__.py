@@ -1,0 +1,86 @@
+"""nvidia-smi on fake-GPU nodes: the shim (nvidia_smi.py, this package) and what it answers from.
+
+A cluster with fake GPUs gets two files in its config directory, written by the
+provider's provisioning step (install) before any node starts:
+
+- fake-gpus.json (render_fake_gpus): every node's GPU count and model as nvidia-smi
+  reports it (provisioner/config/gpus.py: the node's gpuModel, else its gpuType's model,
+  else a generic one), and the driver and CUDA versions shown;
+- bin/nvidia-smi: a copy of nvidia_smi.py, executable. Jobs find it first on PATH: the
+  local backend's TaskProlog puts that bin/ there (configs/templates/task_prolog.sh.j2),
+  docker node containers have it mounted at /usr/local/bin/nvidia-smi, and `simcluster
+  env` puts it on the login side's PATH.
+
+The shim finds fake-gpus.json beside slurm.conf (SLURM_CONF's directory, /etc/slurm,
+which is the config directory on docker nodes and, as root, on local ones) or in the
+directory above its own. Clusters with real GPUs get neither file: their nodes keep the
+real nvidia-smi.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Dict, List, Optional
+
+from provisioner.cluster.fakegpus.nvidia_smi import DATA_FILE, gpu_uuid
+from provisioner.config.gpus import model_of
+from provisioner.config.types import ClusterSpec, NodeSpec
+
+SHIM_SOURCE = Path(__file__).resolve().with_name("nvidia_smi.py")
+SHIM_DIR = "bin"  # in the config directory
+SHIM_NAME = "nvidia-smi"
+# Docker node containers: where the shim is mounted, on every PATH.
+CONTAINER_SHIM = "/usr/local/bin/nvidia-smi"
+# What the shim reports as the driver: a release of the data-centre driver branch that
+# supports every model in provisioner/config/gpus.py's table (H100 ... T4).
+DRIVER_VERSION = "535.183.06"
+CUDA_VERSION = "12.2"
+
+__all__ = ["CONTAINER_SHIM", "DATA_FILE", "SHIM_NAME", "gpu_uuid", "install", "node_data", "render_fake_gpus",
+           "shim_dir", "shim_path"]
+
+
+def node_data(node: NodeSpec) -> Dict:
+    """One node's entry in fake-gpus.json."""
+    model = model_of(node.gpu_type, node.gpu_model)
+    return {"gpus": len(node.gpus), "name": model.name, "memory_mib": model.memory_mib,
+            "power_limit_w": model.power_limit_w, "idle_power_w": model.idle_power_w,
+            "compute_cap": model.compute_cap, "sm_clock_mhz": model.sm_clock_mhz,
+            "mem_clock_mhz": model.mem_clock_mhz, "datacenter": model.datacenter}
+
+
+def render_fake_gpus(spec: ClusterSpec) -> Optional[str]:
+    """fake-gpus.json's text for a cluster with fake GPUs; None for one without."""
+    if not spec.fake_gpus:
+        return None
+    data = {"cluster": spec.name, "driver_version": DRIVER_VERSION, "cuda_version": CUDA_VERSION,
+            "nodes": {n.name: node_data(n) for n in spec.nodes if n.gpus}}
+    return json.dumps(data, indent=1, sort_keys=True) + "\n"
+
+
+def shim_dir(config_dir: Path) -> Path:
+    return Path(config_dir) / SHIM_DIR
+
+
+def shim_path(config_dir: Path) -> Path:
+    return shim_dir(config_dir) / SHIM_NAME
+
+
+def install(spec: ClusterSpec, config_dir: Path) -> List[Path]:
+    """Write fake-gpus.json and bin/nvidia-smi into ``config_dir`` (on this host) for a
+    cluster with fake GPUs; nothing for one without. Returns the files written."""
+    text = render_fake_gpus(spec)
+    if text is None:
+        return []
+    config_dir = Path(config_dir)
+    data = config_dir / DATA_FILE
+    data.write_text(text)
+    shim = shim_path(config_dir)
+    shim.parent.mkdir(parents=True, exist_ok=True)
+    # Written in place (same inode): a docker node container mounts this very file.
+    shim.write_text(SHIM_SOURCE.read_text())
+    os.chmod(shim, 0o755)
+    os.chmod(shim.parent, 0o755)  # jobs may run as other users than the cluster's owner
+    return [data, shim]

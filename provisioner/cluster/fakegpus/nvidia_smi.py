@@ -1,0 +1,596 @@
+#!/usr/bin/env python3
+"""nvidia-smi for simcluster's fake GPUs: the forms job scripts use, answered from the spec.
+
+`up` copies this file into a fake-GPU cluster's config directory as bin/nvidia-smi
+(provisioner/cluster/fakegpus), beside fake-gpus.json, the nodes' GPU models. Jobs find it
+first on PATH (the local backend's TaskProlog; /usr/local/bin/nvidia-smi in docker node
+containers). It runs wherever jobs run, so it needs nothing but Python 3's standard library
+and never imports simcluster.
+
+What it shows: the GPUs of the job step (SLURM_STEP_GPUS, else SLURM_JOB_GPUS: Slurm's
+indices on the node) on the node SLURMD_NODENAME names, with their index on the node, the
+node's model name, a stable fake UUID (from the cluster, node and index) and a stable PCI
+bus id per index. A job without GPUs sees none ("No devices were found", exit 6), as with
+device cgroups in production. Outside a job, every GPU of the node SLURMD_NODENAME names;
+off the cluster's nodes (a login shell) the machine's own nvidia-smi if it has one, else
+none.
+
+Forms: the table (`nvidia-smi`), -L, --query-gpu=F,... --format=csv[,noheader][,nounits],
+--query-compute-apps (no processes), -i, -l/--loop, -f/--filename, dmon (-s, -d, -c, -o,
+-f, -i), --version, -h. Anything else: one line on stderr and exit 2. docs/gpus.md has the
+full list.
+"""
+
+import hashlib
+import json
+import os
+import signal
+import sys
+import time
+
+DATA_FILE = "fake-gpus.json"
+# What the real nvidia-smi exits with.
+EXIT_NOT_FOUND = 6
+EXIT_USAGE = 2
+NO_DEVICES = "No devices were found"
+DOCS = "see docs/gpus.md in simcluster"
+# PCI bus numbers of the 8 GPUs of an HGX H100 board, in nvidia-smi's (bus) order; GPUs
+# past the eighth continue in the next PCI domain.
+BUSES = (0x18, 0x2A, 0x3A, 0x5D, 0x9A, 0xAB, 0xBA, 0xDB)
+
+
+class ShimError(Exception):
+    """A command line this shim does not answer: the message (on stderr, or on stdout where
+    the real tool prints it there) and the exit code."""
+
+    def __init__(self, message, code=EXIT_USAGE, on_stdout=False):
+        super().__init__(message)
+        self.message, self.code, self.on_stdout = message, code, on_stdout
+
+
+def not_implemented(what):
+    return ShimError(f"simcluster's nvidia-smi shim does not implement {what} (fake GPUs; {DOCS})")
+
+
+# -- the GPUs ----------------------------------------------------------------------------------
+
+def _digest(cluster, node, index):
+    return hashlib.sha256(f"simcluster-gpu/{cluster}/{node}/{index}".encode()).hexdigest()
+
+
+def gpu_uuid(cluster, node, index):
+    """GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx, the same for the same cluster, node and index."""
+    h = _digest(cluster, node, index)
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
+def bus_id(index):
+    """The PCI bus id of the GPU with this index on its node (the same on every node, as on
+    identical production machines)."""
+    return f"{index // len(BUSES):08X}:{BUSES[index % len(BUSES)]:02X}:00.0"
+
+
+def gpus_of_node(data, node):
+    """Every GPU of ``node`` as a dict of what nvidia-smi reports (idle values)."""
+    spec = data.get("nodes", {}).get(node)
+    if not spec:
+        return []
+    cluster = data.get("cluster", "")
+    gpus = []
+    for index in range(int(spec.get("gpus", 0))):
+        h = _digest(cluster, node, index)
+        gpus.append({
+            "index": index, "node": node, "name": spec["name"], "uuid": gpu_uuid(cluster, node, index),
+            "serial": str(1650000000000 + int(h[32:48], 16) % 10 ** 11), "bus_id": bus_id(index),
+            "memory_total": int(spec["memory_mib"]), "memory_used": 0, "power_limit": int(spec["power_limit_w"]),
+            # Idle readings that differ a little from GPU to GPU, as real ones do.
+            "power_draw": int(spec["idle_power_w"]) + (index % 4) * 0.5 + 0.12,
+            "temperature": 30 + index % 5, "memory_temperature": 36 + index % 4,
+            "sm_clock": int(spec["sm_clock_mhz"]), "mem_clock": int(spec["mem_clock_mhz"]),
+            "compute_cap": spec.get("compute_cap", "8.0"), "datacenter": bool(spec.get("datacenter", True)),
+        })
+    return gpus
+
+
+def data_paths(env, argv0):
+    """Where fake-gpus.json may be: $SIMCLUSTER_FAKE_GPUS, beside slurm.conf ($SLURM_CONF's
+    directory, /etc/slurm), and the config directory this file was copied into (bin/..)."""
+    found = []
+    if env.get("SIMCLUSTER_FAKE_GPUS"):
+        found.append(env["SIMCLUSTER_FAKE_GPUS"])
+    if env.get("SLURM_CONF"):
+        found.append(os.path.join(os.path.dirname(env["SLURM_CONF"]), DATA_FILE))
+    found.append(os.path.join("/etc/slurm", DATA_FILE))
+    here = os.path.dirname(os.path.realpath(argv0))
+    found += [os.path.join(os.path.dirname(here), DATA_FILE), os.path.join(here, DATA_FILE)]
+    return found
+
+
+def load_data(env, argv0):
+    for path in data_paths(env, argv0):
+        try:
+            with open(path) as fh:
+                return json.load(fh)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
+def step_gpu_indices(env):
+    """Slurm's indices of the step's GPUs on this node, or None outside a job."""
+    if "SLURM_JOB_ID" not in env:
+        return None
+    ids = env["SLURM_STEP_GPUS"] if "SLURM_STEP_GPUS" in env else env.get("SLURM_JOB_GPUS", "")
+    return {int(x) for x in ids.split(",") if x.strip().isdigit()}
+
+
+def visible_gpus(data, env):
+    """The GPUs this process sees (module docstring)."""
+    gpus = gpus_of_node(data or {}, env.get("SLURMD_NODENAME", ""))
+    wanted = step_gpu_indices(env)
+    return gpus if wanted is None else [g for g in gpus if g["index"] in wanted]
+
+
+def select_ids(gpus, ids):
+    """-i/--id: indices, UUIDs or PCI bus ids, comma-separated; None if one matches no GPU."""
+    chosen = []
+    for item in (x.strip() for x in ids.split(",") if x.strip()):
+        low = item.lower()
+        match = [g for g in gpus if str(g["index"]) == item or g["uuid"].lower() == low
+                 or g["bus_id"].lower() == low or g["bus_id"].lower().endswith(":" + low)]
+        if not match:
+            return None
+        chosen += [g for g in match if g not in chosen]
+    return sorted(chosen, key=lambda g: g["index"])
+
+
+def real_nvidia_smi(env, argv0):
+    """The machine's own nvidia-smi further on PATH (not this file), or None."""
+    me = os.path.realpath(argv0)
+    for d in env.get("PATH", "").split(os.pathsep):
+        path = os.path.join(d or ".", "nvidia-smi")
+        if os.access(path, os.X_OK) and os.path.isfile(path) and os.path.realpath(path) != me:
+            return path
+    return None
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+WIDTH = 87  # between the outer bars
+
+
+def table(gpus, data, now):
+    driver, cuda = data.get("driver_version", ""), data.get("cuda_version", "")
+    rule = "+" + "-" * WIDTH + "+"
+    cells = "+" + "-" * 41 + "+" + "-" * 22 + "+" + "-" * 22 + "+"
+    lines = [time.strftime("%a %b %d %H:%M:%S %Y", time.localtime(now)) + " " * 7, rule,
+             "| " + f"NVIDIA-SMI {driver:<22} Driver Version: {driver:<12} CUDA Version: {cuda:<8}".ljust(WIDTH - 1)
+             + "|",
+             "|" + "-" * 41 + "+" + "-" * 22 + "+" + "-" * 22 + "+",
+             "| GPU  Name                 Persistence-M | Bus-Id        Disp.A | Volatile Uncorr. ECC |",
+             "| Fan  Temp   Perf          Pwr:Usage/Cap |         Memory-Usage | GPU-Util  Compute M. |",
+             "|                                         |                      |               MIG M. |",
+             "|" + "=" * 41 + "+" + "=" * 22 + "+" + "=" * 22 + "|"]
+    for g in gpus:
+        dc = g["datacenter"]
+        fan, ecc, mig, pm = ("N/A", "0", "Disabled", "On") if dc else ("30%", "N/A", "N/A", "Off")
+        power = f"{int(g['power_draw'])}W / {g['power_limit']}W"
+        memory = f"{g['memory_used']}MiB / {g['memory_total']}MiB"
+        lines += [f"|{g['index']:>4}  {g['name'][:29]:<29}{pm:>4}  | {g['bus_id']} Off |{ecc:>21} |",
+                  f"| {fan:>3}  {g['temperature']:>3}C    P0{power:>24} |{memory:>21} |{0:>7}%{'Default':>13} |",
+                  f"|{'':41}|{'':22}|{mig:>21} |",
+                  cells]
+    lines += [" " * (WIDTH + 2), rule,
+              "| Processes:".ljust(WIDTH + 1) + "|",
+              "|  GPU   GI   CI        PID   Type   Process name                            GPU Memory |",
+              "|        ID   ID                                                             Usage      |",
+              "|" + "=" * WIDTH + "|",
+              "|  No running processes found".ljust(WIDTH + 1) + "|",
+              rule]
+    return "\n".join(lines) + "\n"
+
+
+def list_gpus(gpus):
+    return "".join(f"GPU {g['index']}: {g['name']} (UUID: {g['uuid']})\n" for g in gpus)
+
+
+# -- --query-gpu -------------------------------------------------------------------------------
+
+def _na(_g, _c):
+    return "[N/A]"
+
+
+def _fixed(value):
+    return lambda _g, _c: value
+
+
+def _power(key):
+    return lambda g, _c: f"{g[key]:.2f}"
+
+
+# name -> (unit or None, value of a GPU, given the context {"now", "data", "count"})
+QUERY_FIELDS = {
+    "timestamp": (None, lambda g, c: time.strftime("%Y/%m/%d %H:%M:%S", time.localtime(c["now"]))
+                  + f".{int(c['now'] * 1000) % 1000:03d}"),
+    "driver_version": (None, lambda g, c: c["data"].get("driver_version", "")),
+    "count": (None, lambda g, c: str(c["count"])),
+    "name": (None, lambda g, c: g["name"]),
+    "serial": (None, lambda g, c: g["serial"] if g["datacenter"] else "[N/A]"),
+    "uuid": (None, lambda g, c: g["uuid"]),
+    "pci.bus_id": (None, lambda g, c: g["bus_id"]),
+    "pci.domain": (None, lambda g, c: "0x" + g["bus_id"][:4]),
+    "pci.bus": (None, lambda g, c: "0x" + g["bus_id"][9:11]),
+    "pci.device": (None, _fixed("0x00")),
+    "index": (None, lambda g, c: str(g["index"])),
+    "display_mode": (None, _fixed("Disabled")),
+    "display_active": (None, _fixed("Disabled")),
+    "persistence_mode": (None, lambda g, c: "Enabled" if g["datacenter"] else "Disabled"),
+    "fan.speed": ("%", lambda g, c: "[N/A]" if g["datacenter"] else "30"),
+    "pstate": (None, _fixed("P0")),
+    "memory.total": ("MiB", lambda g, c: str(g["memory_total"])),
+    "memory.reserved": ("MiB", _fixed("0")),
+    "memory.used": ("MiB", lambda g, c: str(g["memory_used"])),
+    "memory.free": ("MiB", lambda g, c: str(g["memory_total"] - g["memory_used"])),
+    "compute_mode": (None, _fixed("Default")),
+    "compute_cap": (None, lambda g, c: g["compute_cap"]),
+    "utilization.gpu": ("%", _fixed("0")),
+    "utilization.memory": ("%", _fixed("0")),
+    "ecc.mode.current": (None, lambda g, c: "Enabled" if g["datacenter"] else "[N/A]"),
+    "ecc.errors.corrected.volatile.total": (None, lambda g, c: "0" if g["datacenter"] else "[N/A]"),
+    "ecc.errors.uncorrected.volatile.total": (None, lambda g, c: "0" if g["datacenter"] else "[N/A]"),
+    "temperature.gpu": (None, lambda g, c: str(g["temperature"])),
+    "temperature.memory": (None, lambda g, c: str(g["memory_temperature"]) if g["datacenter"] else "N/A"),
+    "power.management": (None, _fixed("Enabled")),
+    "power.draw": ("W", _power("power_draw")),
+    "power.limit": ("W", _power("power_limit")),
+    "enforced.power.limit": ("W", _power("power_limit")),
+    "power.default_limit": ("W", _power("power_limit")),
+    "power.max_limit": ("W", _power("power_limit")),
+    "clocks.current.graphics": ("MHz", lambda g, c: str(g["sm_clock"])),
+    "clocks.current.sm": ("MHz", lambda g, c: str(g["sm_clock"])),
+    "clocks.current.memory": ("MHz", lambda g, c: str(g["mem_clock"])),
+    "clocks.max.graphics": ("MHz", lambda g, c: str(g["sm_clock"])),
+    "clocks.max.sm": ("MHz", lambda g, c: str(g["sm_clock"])),
+    "clocks.max.memory": ("MHz", lambda g, c: str(g["mem_clock"])),
+    "mig.mode.current": (None, lambda g, c: "Disabled" if g["datacenter"] else "[N/A]"),
+    "mig.mode.pending": (None, lambda g, c: "Disabled" if g["datacenter"] else "[N/A]"),
+    "vbios_version": (None, _fixed("96.00.99.00.01")),
+}
+QUERY_ALIASES = {
+    "gpu_name": "name", "gpu_serial": "serial", "gpu_uuid": "uuid", "gpu_bus_id": "pci.bus_id",
+    "performance_state": "pstate", "clocks.gr": "clocks.current.graphics",
+    "clocks.sm": "clocks.current.sm", "clocks.mem": "clocks.current.memory", "clocks.max.gr": "clocks.max.graphics",
+    "clocks.max.mem": "clocks.max.memory", "memory.usage": "utilization.memory", "gpu.util": "utilization.gpu",
+    "power.draw.instant": "power.draw", "power.draw.average": "power.draw",
+}
+# --query-compute-apps: fake GPUs run no processes, so only the header is printed.
+APP_FIELDS = {"timestamp": None, "gpu_name": None, "gpu_bus_id": None, "gpu_serial": None, "gpu_uuid": None,
+              "pid": None, "process_name": None, "used_gpu_memory": "MiB"}
+APP_ALIASES = {"name": "process_name", "used_memory": "used_gpu_memory"}
+
+
+def parse_fields(spec, known, aliases):
+    fields = []
+    for raw in spec.split(","):
+        name = raw.strip()
+        canonical = aliases.get(name.lower(), name.lower())
+        if canonical not in known:
+            # The real tool's message, on stdout as it prints it.
+            raise ShimError(f'Field "{name}" is not a valid field to query.', EXIT_USAGE, on_stdout=True)
+        fields.append(canonical)
+    return fields
+
+
+def parse_format(spec):
+    """--format=csv[,noheader][,nounits] -> (header, units)."""
+    options = {x.strip().lower() for x in (spec or "").split(",") if x.strip()}
+    unknown = options - {"csv", "noheader", "nounits"}
+    if "csv" not in options or unknown:
+        raise ShimError(f'"--format" takes csv[,noheader][,nounits], not "{spec}" ({DOCS})')
+    return "noheader" not in options, "nounits" not in options
+
+
+def csv_header(fields, units_of):
+    return ", ".join(f"{f} [{units_of[f]}]" if units_of.get(f) else f for f in fields) + "\n"
+
+
+def query_rows(gpus, fields, units, ctx):
+    out = []
+    for g in gpus:
+        values = []
+        for f in fields:
+            unit, value = QUERY_FIELDS[f]
+            text = value(g, ctx)
+            values.append(f"{text} {unit}" if units and unit and not text.startswith("[") else text)
+        out.append(", ".join(values) + "\n")
+    return "".join(out)
+
+
+# -- dmon --------------------------------------------------------------------------------------
+
+# Metric groups in the order dmon prints them, whatever the order of -s: (column, unit, value).
+DMON_GROUPS = (
+    ("p", (("pwr", "W", lambda g: int(g["power_draw"])), ("gtemp", "C", lambda g: g["temperature"]),
+           ("mtemp", "C", lambda g: g["memory_temperature"] if g["datacenter"] else "-"))),
+    ("u", (("sm", "%", lambda g: 0), ("mem", "%", lambda g: 0), ("enc", "%", lambda g: 0),
+           ("dec", "%", lambda g: 0))),
+    ("c", (("mclk", "MHz", lambda g: g["mem_clock"]), ("pclk", "MHz", lambda g: g["sm_clock"]))),
+    ("v", (("pviol", "%", lambda g: 0), ("tviol", "bool", lambda g: 0))),
+    ("m", (("fb", "MB", lambda g: g["memory_used"]), ("bar1", "MB", lambda g: 1))),
+    ("e", (("sbecc", "errs", lambda g: 0 if g["datacenter"] else "-"),
+           ("dbecc", "errs", lambda g: 0 if g["datacenter"] else "-"), ("pci", "errs", lambda g: 0))),
+    ("t", (("rxpci", "MB/s", lambda g: 0), ("txpci", "MB/s", lambda g: 0))),
+)
+
+
+def dmon_columns(select):
+    bad = set(select) - {g for g, _ in DMON_GROUPS}
+    if bad or not select:
+        raise ShimError(f'dmon -s takes metric groups of "pucvmet", not "{select}" ({DOCS})')
+    return [col for group, cols in DMON_GROUPS if group in select for col in cols]
+
+
+def dmon_header(columns, date, clock):
+    first = "".join(("Date".ljust(11) if date else "", "Time".ljust(12) if clock else ""))
+    second = "".join(("YYYYMMDD".ljust(11) if date else "", "HH:MM:SS".ljust(12) if clock else ""))
+    gpu_width = 3 if first else 4
+    return ("#" + first + "gpu".rjust(gpu_width) + "".join(f" {c:>5}" for c, _, _ in columns) + "\n"
+            + "#" + second + "Idx".rjust(gpu_width) + "".join(f" {u:>5}" for _, u, _ in columns) + "\n")
+
+
+def dmon_line(g, columns, date, clock, now):
+    stamp = time.localtime(now)
+    first = "".join((time.strftime("%Y%m%d", stamp).ljust(11) if date else "",
+                     time.strftime("%H:%M:%S", stamp).ljust(12) if clock else ""))
+    return (" " + first + str(g["index"]).rjust(3 if first else 4)
+            + "".join(f" {value(g)!s:>5}" for _, _, value in columns) + "\n")
+
+
+# -- command line ------------------------------------------------------------------------------
+
+class Args:
+    """What was asked, parsed by hand: nvidia-smi takes `--opt=V`, `--opt V` and `-o V`."""
+
+    def __init__(self):
+        self.mode = "table"
+        self.query = None
+        self.format = None
+        self.ids = None
+        self.loop = None
+        self.filename = None
+        self.select = "puc"
+        self.delay = 1.0
+        self.count = None
+        self.options = ""
+
+
+def _take(argv, i, arg, long_names, short_names):
+    """The value of option ``arg`` at argv[i] if it is one of the names, and the next index."""
+    for name in long_names:
+        if arg == name:
+            if i + 1 >= len(argv):
+                raise ShimError(f'option "{name}" needs a value')
+            return argv[i + 1], i + 2
+        if arg.startswith(name + "="):
+            return arg[len(name) + 1:], i + 1
+    for name in short_names:
+        if arg == name:
+            if i + 1 >= len(argv):
+                raise ShimError(f'option "{name}" needs a value')
+            return argv[i + 1], i + 2
+    return None, i
+
+
+def _number(text, what, minimum):
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or value < minimum:
+        raise ShimError(f'{what} takes a number of at least {minimum:g}, not "{text}"')
+    return value
+
+
+def parse_args(argv):
+    a = Args()
+    i = 0
+    if argv and argv[0] == "dmon":
+        a.mode, i = "dmon", 1
+    while i < len(argv):
+        arg = argv[i]
+        if a.mode != "dmon" and arg in ("-h", "--help"):
+            a.mode, i = "help", i + 1
+            continue
+        if a.mode != "dmon" and arg == "--version":
+            a.mode, i = "version", i + 1
+            continue
+        if a.mode != "dmon" and arg in ("-L", "--list-gpus"):
+            a.mode, i = "list", i + 1
+            continue
+        value, nxt = _take(argv, i, arg, ("--id",), ("-i",))
+        if nxt != i:
+            a.ids, i = value, nxt
+            continue
+        value, nxt = _take(argv, i, arg, ("--filename",), ("-f",))
+        if nxt != i:
+            a.filename, i = value, nxt
+            continue
+        if a.mode == "dmon":
+            value, nxt = _take(argv, i, arg, ("--select",), ("-s",))
+            if nxt != i:
+                a.select, i = value, nxt
+                continue
+            value, nxt = _take(argv, i, arg, ("--delay",), ("-d",))
+            if nxt != i:
+                a.delay, i = _number(value, "dmon -d", 1), nxt
+                continue
+            value, nxt = _take(argv, i, arg, ("--count",), ("-c",))
+            if nxt != i:
+                a.count, i = int(_number(value, "dmon -c", 1)), nxt
+                continue
+            value, nxt = _take(argv, i, arg, ("--options",), ("-o",))
+            if nxt != i:
+                a.options, i = value.upper(), nxt
+                if set(a.options) - set("DT"):
+                    raise ShimError(f'dmon -o takes D, T or DT, not "{value}"')
+                continue
+            if arg in ("-h", "--help"):
+                a.mode, i = "dmon-help", i + 1
+                continue
+            raise not_implemented(f'"dmon {arg}"')
+        value, nxt = _take(argv, i, arg, ("--query-gpu",), ())
+        if nxt != i:
+            a.mode, a.query, i = "query", value, nxt
+            continue
+        value, nxt = _take(argv, i, arg, ("--query-compute-apps",), ())
+        if nxt != i:
+            a.mode, a.query, i = "apps", value, nxt
+            continue
+        value, nxt = _take(argv, i, arg, ("--format",), ())
+        if nxt != i:
+            a.format, i = value, nxt
+            continue
+        value, nxt = _take(argv, i, arg, ("--loop",), ("-l",))
+        if nxt != i:
+            a.loop, i = _number(value, "-l/--loop", 1), nxt
+            continue
+        value, nxt = _take(argv, i, arg, ("--loop-ms",), ("-lms",))
+        if nxt != i:
+            a.loop, i = _number(value, "-lms/--loop-ms", 1) / 1000.0, nxt
+            continue
+        raise not_implemented(f'"{arg}"')
+    if a.mode in ("query", "apps") and a.format is None:
+        raise ShimError(f'"--format=csv" must be given with "--query-{"gpu" if a.mode == "query" else "compute-apps"}"')
+    return a
+
+
+HELP = """NVIDIA System Management Interface -- simcluster's shim for fake GPUs
+
+    nvidia-smi [-i ID] [-l SEC | -lms MS] [-f FILE]          the summary table
+    nvidia-smi -L                                            list the GPUs and their UUIDs
+    nvidia-smi --query-gpu=index,name,uuid,memory.total,... --format=csv[,noheader][,nounits]
+    nvidia-smi --query-compute-apps=pid,used_memory --format=csv    (no processes run on fake GPUs)
+    nvidia-smi dmon [-i ID] [-s pucvmet] [-d SEC] [-c COUNT] [-o DT] [-f FILE]
+    nvidia-smi --version
+
+The GPUs are the job step's (SLURM_STEP_GPUS, else SLURM_JOB_GPUS) on the node
+SLURMD_NODENAME names. Everything else answers "not implemented" (exit 2): see
+docs/gpus.md in simcluster.
+"""
+DMON_HELP = "usage: nvidia-smi dmon [-i ID] [-s pucvmet] [-d SEC] [-c COUNT] [-o DT] [-f FILE]\n"
+
+
+def version_text(data):
+    driver, cuda = data.get("driver_version", ""), data.get("cuda_version", "")
+    return (f"NVIDIA-SMI version  : {driver}\nNVML version        : {driver.rsplit('.', 1)[0]}\n"
+            f"DRIVER version      : {driver}\nCUDA Version        : {cuda}\n")
+
+
+class Output:
+    """stdout, or -f FILE (written anew); every write is flushed at once, so a monitor that
+    runs in the background until killed leaves whole lines behind."""
+
+    def __init__(self, filename, stdout):
+        self.fh = open(filename, "w") if filename else stdout
+        self.close_it = bool(filename)
+
+    def write(self, text):
+        self.fh.write(text)
+        self.fh.flush()
+
+    def close(self):
+        if self.close_it:
+            self.fh.close()
+
+
+def run(argv, env, stdout, stderr, argv0, clock=time.time, sleep=time.sleep):
+    """The whole command; returns the exit status. Every argument is checked before anything
+    is written (a bad field leaves no -f file behind)."""
+    args = parse_args(argv)
+    if args.mode == "help":
+        stdout.write(HELP)
+        return 0
+    if args.mode == "dmon-help":
+        stdout.write(DMON_HELP)
+        return 0
+    columns = dmon_columns(args.select) if args.mode == "dmon" else []
+    header, units = parse_format(args.format) if args.mode in ("query", "apps") else (True, True)
+    fields = (parse_fields(args.query, QUERY_FIELDS, QUERY_ALIASES) if args.mode == "query" else
+              parse_fields(args.query, APP_FIELDS, APP_ALIASES) if args.mode == "apps" else [])
+    data = load_data(env, argv0)
+    if args.mode == "version":
+        stdout.write(version_text(data or {}))
+        return 0
+    if not env.get("SLURMD_NODENAME"):
+        # Not on a node of the cluster (a login shell after `simcluster env`): this
+        # machine's own nvidia-smi, if it has one, as on a login node.
+        real = real_nvidia_smi(env, argv0)
+        if real:
+            os.execve(real, [real] + list(argv), env)
+    elif data is None:
+        stderr.write("simcluster's nvidia-smi shim: no fake-gpus.json found in "
+                     f"{', '.join(data_paths(env, argv0))}\n")
+    gpus = visible_gpus(data, env)
+    if args.ids is not None:
+        gpus = select_ids(gpus, args.ids) or []
+    if not gpus:
+        stdout.write(NO_DEVICES + "\n")
+        return EXIT_NOT_FOUND
+    out = Output(args.filename, stdout)
+    try:
+        if args.mode == "dmon":
+            return dmon(out, gpus, columns, args, clock, sleep)
+        if args.mode == "apps":
+            if header:
+                out.write(csv_header(fields, APP_FIELDS))
+            return 0
+        first = True
+        while True:
+            now = clock()
+            if args.mode == "list":
+                out.write(list_gpus(gpus))
+            elif args.mode == "query":
+                if header and first:
+                    out.write(csv_header(fields, {f: QUERY_FIELDS[f][0] for f in fields}))
+                out.write(query_rows(gpus, fields, units, {"now": now, "data": data or {}, "count": len(gpus)}))
+            else:
+                out.write(table(gpus, data or {}, now))
+            first = False
+            if args.loop is None or args.mode == "list":
+                return 0
+            sleep(args.loop)
+    finally:
+        out.close()
+
+
+def dmon(out, gpus, columns, args, clock, sleep):
+    """A header, then a line per GPU every -d seconds, -c times or until killed."""
+    date, clock_col = "D" in args.options, "T" in args.options
+    out.write(dmon_header(columns, date, clock_col))
+    sample = 0
+    while True:
+        now = clock()
+        out.write("".join(dmon_line(g, columns, date, clock_col, now) for g in gpus))
+        sample += 1
+        if args.count is not None and sample >= args.count:
+            return 0
+        sleep(args.delay)
+
+
+def main():
+    # As a C program does: a closed pipe (`nvidia-smi dmon | head`) ends it quietly.
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)
+    try:
+        return run(sys.argv[1:], dict(os.environ), sys.stdout, sys.stderr, sys.argv[0])
+    except ShimError as exc:
+        (sys.stdout if exc.on_stdout else sys.stderr).write(exc.message + "\n")
+        return exc.code
+    except KeyboardInterrupt:  # Ctrl-C ends a loop or dmon, as it does the real one
+        return 0
+    except OSError as exc:  # -f FILE that cannot be written
+        sys.stderr.write(f"simcluster's nvidia-smi shim: {exc}\n")
+        return EXIT_USAGE
+
+
+if __name__ == "__main__":
+    sys.exit(main())
