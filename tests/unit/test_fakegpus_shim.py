@@ -208,7 +208,7 @@ def test_dmon_count_and_delay(config_dir):
     assert lines[2].split()[1:] == ["69", "30", "36", "0", "0", "0", "0", "2619", "1980"]
 
 
-def test_dmon_select_options_and_filename_as_the_seed_launcher_uses_them(config_dir, tmp_path):
+def test_dmon_select_options_and_filename_as_a_launcher_script_uses_them(config_dir, tmp_path):
     log = tmp_path / "dmon.log"
     out = smi(config_dir, "dmon", "--delay", "1", "--select", "pumt", "--options", "DT", "--filename", str(log),
               "-c", "1", **in_job(SLURM_JOB_GPUS="0"))
