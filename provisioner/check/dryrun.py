@@ -25,7 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
+from provisioner.check.fit import ask_of, describe as describe_cluster, fits_node
 from provisioner.check.launch import classify
+from provisioner.check.mirror import Target, dry_run_spec
 from provisioner.check.parse import parse_script
 from provisioner.check.rules import ERROR, WARNING, Finding, LOOPBACK_RE, context_of
 from provisioner.check.shape import Shape, shape_of
@@ -39,6 +41,11 @@ from provisioner.providers import provider_named
 
 TOOLS = ("python", "python3", "torchrun", "deepspeed", "accelerate")
 MAX_NODES = 64
+# Pending reasons of a job that waits for a partition or account setting, not for nodes to free up
+NEVER_STARTS = ("PartitionTimeLimit", "PartitionNodeLimit", "PartitionConfig", "AccountNotAllowed",
+                "QOSNotAllowed", "InvalidAccount", "InvalidQOS", "BadConstraints")
+REFUSED = "refused by sbatch: "
+PENDING_FOREVER = "PENDING forever"
 DONE_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
                "BOOT_FAIL", "DEADLINE")
 
@@ -65,6 +72,9 @@ class RunResult:
                 "processes": self.records, "collisions": [f.to_dict() for f in self.findings]}
 
     def table(self) -> str:
+        if not self.job_id:  # sbatch refused it (a copy of the job's cluster: --like/--config)
+            return (f"dry run: {self.state or 'not run'} (cluster {self.cluster}, up in {self.up_seconds:.1f}s): "
+                    "nothing ran")
         head = (f"{'run (--real)' if self.real else 'dry run'}: job {self.job_id or '-'} {self.state or 'not run'} in {self.seconds:.1f}s on "
                 f"{self.shape.nodes_max} node{'s' if self.shape.nodes_max != 1 else ''} "
                 f"(cluster {self.cluster}, up in {self.up_seconds:.1f}s): {len(self.records)} process"
@@ -123,14 +133,22 @@ def cluster_spec(shape: Shape, name: str):
 
 
 def dry_run(path: str, text: str, real: bool = False, timeout: float = 120.0,
-            progress: Callable[[str], None] = lambda m: None, nodes: Optional[int] = None) -> RunResult:
+            progress: Callable[[str], None] = lambda m: None, nodes: Optional[int] = None,
+            target: Optional[Target] = None) -> RunResult:
     """Run ``path`` on a throwaway cluster and check what its processes would get (``nodes``:
-    the sbatch -N it is submitted with; a clearly multi-node script without --nodes gets 2)."""
+    the sbatch -N it is submitted with; a clearly multi-node script without --nodes gets 2).
+    The cluster is shaped by the header, or is a copy of ``target`` (check --like/--config)."""
     script = parse_script(path, text)
     shape = context_of(script, nodes).shape
     name = "chk-" + uuid.uuid4().hex[:6]
     result = RunResult(cluster=name, shape=shape, real=real)
-    spec = cluster_spec(shape, name)
+    if target is not None:
+        ask = ask_of(script, nodes)
+        default = next((p.name for p in target.spec.partitions if p.default), target.spec.partitions[0].name)
+        spec = dry_run_spec(target.spec, name, ask.partitions or [default], shape.nodes_max, MAX_NODES,
+                            fits=lambda n: fits_node(ask, n))
+    else:
+        spec = cluster_spec(shape, name)
     scratch = Path(tempfile.mkdtemp(prefix="simcluster-check-"))
     records = scratch / "records"
     records.mkdir()
@@ -142,12 +160,17 @@ def dry_run(path: str, text: str, real: bool = False, timeout: float = 120.0,
         up(spec, provider_named("local"), progress=lambda m: None)
         result.up_seconds = time.monotonic() - t0
         result.gpus_per_node_ids = load(name).placement.gpus_renumbered
-        gpus = f", {shape.gpus_per_node} fake GPU{'s' if shape.gpus_per_node != 1 else ''} each" \
-            if shape.gpus_per_node else ""
-        cpus = spec.nodes[0].cpus
-        progress(f" - cluster {name}: {shape.nodes_max} nodes{gpus}, {cpus} CPU{'s' if cpus != 1 else ''}, "
-                 f"{spec.nodes[0].memory} MB each, up in {result.up_seconds:.2f}s")
-        _submit_and_wait(result, spec, script, path, scratch, records, real, timeout, progress)
+        if target is not None:
+            progress(f" - cluster {name}: a copy of {target.label}: {describe_cluster(spec)}, up in "
+                     f"{result.up_seconds:.2f}s")
+        else:
+            gpus = f", {shape.gpus_per_node} fake GPU{'s' if shape.gpus_per_node != 1 else ''} each" \
+                if shape.gpus_per_node else ""
+            cpus = spec.nodes[0].cpus
+            progress(f" - cluster {name}: {shape.nodes_max} nodes{gpus}, {cpus} CPU{'s' if cpus != 1 else ''}, "
+                     f"{spec.nodes[0].memory} MB each, up in {result.up_seconds:.2f}s")
+        _submit_and_wait(result, spec, script, path, scratch, records, real, timeout, progress,
+                         mirror=target is not None)
     finally:
         signal.signal(signal.SIGTERM, old_term)
         if made:
@@ -169,27 +192,40 @@ def _raise_interrupt(signum, frame):
 
 
 def _submit_and_wait(result: RunResult, spec, script, path: str, scratch: Path, records: Path, real: bool,
-                     timeout: float, progress) -> None:
+                     timeout: float, progress, mirror: bool = False) -> None:
     cluster = load(spec.name)
     env = _shims(scratch / "bin", real)
     env["SIMCLUSTER_CHECK_DIR"] = str(records)
     out = scratch / "job.out"
     args = ["sbatch", "--parsable", f"--output={out}", f"--error={out}"]
-    default = next((p.name for p in spec.partitions if p.default), spec.partitions[0].name)
-    args.append(f"--partition={default}")
+    if not mirror:
+        # the header's partition, account and typed GPUs are those of its own cluster; a copy of
+        # that cluster (--like/--config) has them, the cluster shaped by the header does not
+        default = next((p.name for p in spec.partitions if p.default), spec.partitions[0].name)
+        args.append(f"--partition={default}")
     if script.opt("nodes") is None or result.shape.nodes_max != shape_of(script).nodes_max:
         args.append(f"--nodes={result.shape.nodes_max}")  # given at submission (check --nodes, or -N 2)
     gres = script.opt("gres")
-    if gres and shape_gpu_typed(gres.value) and result.shape.gpus_per_node:
+    if not mirror and gres and shape_gpu_typed(gres.value) and result.shape.gpus_per_node:
         args.append(f"--gres=gpu:{result.shape.gpus_per_node}")  # fake GPUs have no type
     t0 = time.monotonic()
     res = cluster.client.run(args + [str(Path(path).resolve())], env=env, cwd=str(scratch))
-    if not res.ok:
+    if not res.ok and not mirror:
         raise UsageError(f"sbatch refused {path} on the dry-run cluster: {res.error_line()}")
+    if not res.ok:
+        # a copy of the job's own cluster refuses what that cluster refuses: a finding, not a failure
+        result.state = REFUSED + res.error_line()
+        progress(f" - sbatch refused the job: {res.error_line()}")
+        return
     job = res.stdout.strip().split(";")[0]
     result.job_id = job
     def ended():
-        state = cluster.client.show_job(job).get("JobState", "")
+        info = cluster.client.show_job(job)
+        state = info.get("JobState", "")
+        reason = info.get("Reason", "")
+        if mirror and state == "PENDING" and reason.startswith(NEVER_STARTS):
+            cluster.client.scancel(job)
+            return True, f"{PENDING_FOREVER} (Reason={reason}; cancelled)"
         return state in DONE_STATES, state
     try:
         state = poll_until(ended, timeout, first_delay=0.2, max_delay=0.2)
@@ -239,6 +275,12 @@ def collisions(result: RunResult, script) -> List[Finding]:
         line = rec_or_line if isinstance(rec_or_line, int) else _line_of(script, rec_or_line)
         out.append(Finding(path, line, severity, rule, message, source="run"))
 
+    if result.state.startswith((REFUSED, PENDING_FOREVER)):
+        what = (f"refused the job ({result.state[len(REFUSED):]})" if result.state.startswith(REFUSED)
+                else f"kept the job {result.state}")
+        add(min((o.line for o in script.header), default=1), ERROR, "run.not-started",
+            f"the copy of the job's cluster {what}: nothing ran (the header's findings say why)")
+        return out
     if not recs:
         launches_static = [c for c in script.commands if classify(c.words()) is not None]
         add(launches_static[0].line if launches_static else 1, WARNING, "run.no-process",

@@ -15,6 +15,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from provisioner.check.parse import parse_script
 from provisioner.check.rules import ERROR, WARNING, Finding, check_script
+from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
 
 # ShellCheck codes left out: notes that say nothing about multi-node runs and fire on nearly
@@ -84,10 +85,16 @@ def _apply_fix(line_text: str, line: int, replacements) -> str:
     return line_text.strip()
 
 
-def check_text(path: str, text: str, use_shellcheck: bool = True, nodes: Optional[int] = None) -> List[Finding]:
+def check_text(path: str, text: str, use_shellcheck: bool = True, nodes: Optional[int] = None,
+               cluster: Optional[ClusterSpec] = None) -> List[Finding]:
     """Our rules on one script (and the helper scripts it runs), plus ShellCheck's findings on
-    the script where it is installed. ``nodes``: the node count given at submission (sbatch -N)."""
-    findings = check_script(parse_script(path, text), nodes=nodes)
+    the script where it is installed. ``nodes``: the node count given at submission (sbatch -N);
+    ``cluster``: the cluster the header is judged against (check --like/--config)."""
+    script = parse_script(path, text)
+    findings = check_script(script, nodes=nodes)
+    if cluster is not None:
+        from provisioner.check.fit import judge  # lazy: only with a cluster to judge against
+        findings += judge(script, cluster, nodes=nodes)
     if use_shellcheck:
         findings += shellcheck(path, text)
     return sorted(findings, key=lambda f: (f.path != path, f.path, f.line, f.source, f.rule))
@@ -104,17 +111,24 @@ def _ours(findings: Sequence[Finding]) -> List[Finding]:
     return [f for f in findings if f.source != "shellcheck"]
 
 
-def summary(findings: Sequence[Finding], files: int) -> str:
+def summary(findings: Sequence[Finding], files: int, against: Optional[str] = None) -> str:
+    """The last line: counts of our findings and ShellCheck's; ``against`` names the cluster the
+    headers were judged against (check --like/--config) and whether they fit it."""
     ours = _ours(findings)
     errors = sum(1 for f in ours if f.severity == ERROR)
     warnings = len(ours) - errors
     sc = len(findings) - len(ours)
     what = f"{files} script{'s' if files != 1 else ''}"
     shell = f"; {sc} ShellCheck finding{'s' if sc != 1 else ''}" if sc else ""
+    judged = ""
+    if against:
+        fit = not any(f.source == "cluster" for f in ours)
+        judged = (f"; the header{'s' if files != 1 else ''} fit{'s' if files == 1 else ''} {against}" if fit
+                  else f" (judged against {against})")
     if not ours:
-        return f"{what}: no multi-node problems found{shell}"
+        return f"{what}: no multi-node problems found{judged}{shell}"
     return (f"{what}: {errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}"
-            f"{shell}")
+            f"{judged}{shell}")
 
 
 def exit_code(findings: Sequence[Finding], strict: bool = False) -> int:

@@ -14,14 +14,16 @@ from typing import Optional
 from provisioner.check.parse import Script
 
 
-def _int(text: Optional[str]) -> Optional[int]:
+def number(text: Optional[str]) -> Optional[int]:
+    """The leading whole number of an option's value ('8', '2-4' -> 2), or None."""
     if text is None:
         return None
     m = re.match(r"\s*(\d+)", text)
     return int(m.group(1)) if m else None
 
 
-def _mem_mb(text: Optional[str]) -> Optional[int]:
+def mem_mb(text: Optional[str]) -> Optional[int]:
+    """An sbatch memory size ('200G', '8000', '1.5T') in MB, rounded up; None when unreadable."""
     if not text:
         return None
     m = re.fullmatch(r"(\d+(?:\.\d+)?)([KMGT]?)B?", text.strip().upper())
@@ -43,7 +45,7 @@ def _gpu_count(spec: Optional[str], gres: bool = False) -> Optional[int]:
             fields = fields[1:]
             if not fields:
                 return 1
-        count = _int(fields[-1])
+        count = number(fields[-1])
         return count if count is not None else 1
     return None
 
@@ -81,17 +83,17 @@ def shape_of(script: Script, nodes: Optional[int] = None) -> Shape:
     nodes, nodes_max = 1, 1
     if nodes_text:
         lo, _, hi = nodes_text.partition("-")
-        nodes = _int(lo) or 1
-        nodes_max = _int(hi) or nodes
-    ntasks = _int(o("ntasks").value) if o("ntasks") else None
-    per_node = _int(o("ntasks-per-node").value) if o("ntasks-per-node") else None
+        nodes = number(lo) or 1
+        nodes_max = number(hi) or nodes
+    ntasks = number(o("ntasks").value) if o("ntasks") else None
+    per_node = number(o("ntasks-per-node").value) if o("ntasks-per-node") else None
     stated = bool(nodes_text)
     if not nodes_text and ntasks and per_node:
         nodes = nodes_max = max(1, math.ceil(ntasks / per_node))
         stated = True
     if per_node is None:
         per_node = math.ceil(ntasks / nodes_max) if ntasks else 1
-    cpus = _int(o("cpus-per-task").value) if o("cpus-per-task") else 1
+    cpus = number(o("cpus-per-task").value) if o("cpus-per-task") else 1
     gpt = _gpu_count(o("gpus-per-task").value) if o("gpus-per-task") else None
     gpn = None
     if o("gres"):
@@ -103,12 +105,12 @@ def shape_of(script: Script, nodes: Optional[int] = None) -> Shape:
         gpn = math.ceil(total / nodes_max) if total else None
     if gpn is None and gpt:
         gpn = gpt * per_node
-    mem = _mem_mb(o("mem").value) if o("mem") else None
+    mem = mem_mb(o("mem").value) if o("mem") else None
     if mem is None and o("mem-per-cpu"):
-        per = _mem_mb(o("mem-per-cpu").value)
+        per = mem_mb(o("mem-per-cpu").value)
         mem = per * per_node * (cpus or 1) if per else None
     if mem is None and o("mem-per-gpu") and gpn:
-        per = _mem_mb(o("mem-per-gpu").value)
+        per = mem_mb(o("mem-per-gpu").value)
         mem = per * gpn if per else None
     return Shape(nodes=nodes, nodes_max=nodes_max, tasks_per_node=per_node, cpus_per_task=cpus or 1,
                  mem_mb=mem, gpus_per_node=gpn, gpus_per_task=gpt,
