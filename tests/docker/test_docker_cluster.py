@@ -66,6 +66,11 @@ def test_docker_cluster_runs_jobs_and_resolves_node_names(docker_cluster, sim_ho
                    "echo $(hostname):$CUDA_VISIBLE_DEVICES"], sim_home, check=True)
     # Each container sees only its own GPU, so index 0 inside is that node's GPU.
     assert sorted(out.stdout.split()) == ["node1:0", "node2:0"]
+    # ... and simcluster's nvidia-smi shows it: one GPU per node, two different UUIDs.
+    smi = run_cli(["exec", "--name", name, "--", "srun", "-N2", "--gres=gpu:1", "nvidia-smi", "-L"], sim_home,
+                  check=True)
+    assert smi.stdout.count("GPU 0: NVIDIA Simulated GPU (UUID: GPU-") == 2, smi.stdout
+    assert len(set(re.findall(r"GPU-[0-9a-f-]{36}", smi.stdout))) == 2, smi.stdout
 
     job = ("#!/bin/bash\n#SBATCH -N2 --output=/shared/rdzv-%j.out\n"
            "export MASTER_ADDR=$(scontrol show hostnames \"$SLURM_JOB_NODELIST\" | head -n 1)\n"
