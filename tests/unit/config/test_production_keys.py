@@ -114,7 +114,7 @@ def test_spec_commands_make_qos_before_accounts_and_set_preemption_after_all_exi
         "add qos high Priority=100 MaxWall=1-00:00:00",
         "add qos low PreemptMode=requeue GraceTime=30",
         "modify qos where name=normal set Priority=10",
-        "modify qos where name=high set Preempt=low",
+        "modify qos where name=high set Preempt=low",  # once every QoS exists
         "modify account where name=simcluster cluster=prod set QOS=normal,high,low",
         "add account ml Cluster=prod Parent=root Description=ml Organization=ml QOS=normal,high,low Fairshare=5 "
         "DefaultQOS=normal",
