@@ -382,6 +382,9 @@ class Judge:
     def held_or_refused(self, refused: str, reason: str) -> str:
         """What Slurm does with a request over a partition limit, by EnforcePartLimits."""
         if self.enforce == "NO":
+            if reason.startswith("Partition"):
+                # the submission's own test says PartitionConfig; the scheduler's next pass says which limit
+                reason = f"PartitionConfig, then {reason}"
             return f"sbatch accepts the job and it stays pending forever (Reason={reason}; EnforcePartLimits=NO)"
         return f'sbatch refuses the job: "{refused}" (EnforcePartLimits={self.enforce})'
 

@@ -209,7 +209,7 @@ def test_no_partition_is_judged_in_the_default_one():
 def test_time_above_maxtime_is_pending_forever_by_default_and_refused_with_enforce():
     f = one(prod(), "-p gpu", "--time=2-00:00:01")  # 2 days and a minute once rounded up
     assert f.rule == "cluster.time-limit" and f.line == 3
-    assert "MaxTime=2-00:00:00" in f.message and "stays pending forever (Reason=PartitionTimeLimit" in f.message
+    assert "MaxTime=2-00:00:00" in f.message and "stays pending forever (Reason=PartitionConfig, then PartitionTimeLimit" in f.message
     assert f.fix.startswith("#SBATCH --time=2-00:00:00") and "allows at most 2-00:00:00" in f.fix
     f = one(prod(extra=["EnforcePartLimits=ALL"]), "-p gpu", "--time=72:00:00")
     assert ('sbatch refuses the job: "Requested time limit is invalid (missing or exceeds some limit)" '
@@ -233,7 +233,7 @@ def test_qos_with_partition_time_limit_flag_lifts_maxtime():
 def test_node_counts_against_the_partition():
     f = one(prod(), "-p gpu", "--nodes=3")
     assert f.rule == "cluster.nodes" and "above partition gpu's MaxNodes=2" in f.message
-    assert "Reason=PartitionNodeLimit" in f.message and f.fix.startswith("#SBATCH --nodes=2")
+    assert "then PartitionNodeLimit" in f.message and f.fix.startswith("#SBATCH --nodes=2")
     f = one(prod(extra=["EnforcePartLimits=ALL"]), "-p cpu", "-N 3")
     assert "more nodes than partition cpu has (2)" in f.message and '"Node count specification invalid"' in f.message
     assert f.fix.startswith("#SBATCH -N 2")
