@@ -41,25 +41,89 @@ _SPEC_FLAGS = (
                                help="How long to wait for all nodes to be idle  [default: 60]")),
 )
 SPEC_KEYWORDS = tuple(k for _, k, _ in _SPEC_FLAGS)
+# A production slurm.conf as the spec (docs/like.md): instead of --config, the other flags over it.
+_LIKE_FLAGS = (
+    (("--like",), "like_path", dict(metavar="SLURM_CONF",
+                                    help="Mirror a production slurm.conf (and its includes): partitions, node names "
+                                         "and shapes, typed GPUs, features, accounts, QoS (docs/like.md).")),
+    (("--gres-conf",), "gres_conf", dict(metavar="FILE", help="--like: the production gres.conf  [default: "
+                                                               "gres.conf beside the slurm.conf, if any]")),
+    (("--max-nodes",), "max_nodes", dict(type=int, metavar="N",
+                                         help="--like: keep at most N nodes, every partition keeping a node of "
+                                              "each of its shapes.")),
+)
+LIKE_KEYWORDS = tuple(k for _, k, _ in _LIKE_FLAGS)
+# What a mirrored conf says itself: these flags do not combine with --like.
+_NOT_WITH_LIKE = {"config_path": "--config", "nodes": "--nodes", "cpus": "--cpus", "memory": "--memory"}
 
 
-def spec_options(only=SPEC_KEYWORDS):
-    """Add the spec flags named in ``only`` (keywords) to a command."""
+def spec_options(only=SPEC_KEYWORDS + LIKE_KEYWORDS):
+    """Add the spec flags (and the --like flags) named in ``only`` (keywords) to a command."""
     def decorate(func):
-        for flags, key, kwargs in reversed(_SPEC_FLAGS):
+        for flags, key, kwargs in reversed(_SPEC_FLAGS + _LIKE_FLAGS):
             if key in only:
                 func = click.option(*flags, key, **{"default": None, **kwargs})(func)
         return func
     return decorate
 
 
-def load_spec_from_options(name: Optional[str], options: Dict):
-    """The ClusterSpec the spec flags describe (the YAML of --config, with the flags over it)."""
-    # lazy: the spec loader (YAML, validation) loads when a command runs, not for --help
+def load_spec_from_options(name: Optional[str], options: Dict, say=None):
+    """The ClusterSpec the spec flags describe (the YAML of --config, or the mirror of --like,
+    with the flags over it). A mirror's one-line report goes to ``say`` (default: stdout);
+    with -v, the full report."""
+    spec, report = load_spec_and_report(name, options)
+    if report is not None:
+        (say or click.echo)(report_text(report))
+    return spec
+
+
+def report_text(report) -> str:
+    """A --like report as the user asked for it: one summary line, every setting with -v."""
+    ctx = click.get_current_context(silent=True)
+    obj = ctx.find_root().obj if ctx else None
+    return report.text().rstrip() if obj and obj.get("verbose") else report.summary()
+
+
+def load_spec_and_report(name: Optional[str], options: Dict):
+    """(ClusterSpec, the --like report or None) of the spec flags."""
+    # lazy: the spec loader (YAML, validation) and the conf reader load when a command runs, not for --help
     from provisioner.config import load_spec
-    from provisioner.config.overrides import spec_overrides
+    from provisioner.config.overrides import fake_gpus_value, spec_overrides
+    from provisioner.errors import UsageError
     choices = {key: options.get(key) for key in SPEC_KEYWORDS if key != "config_path"}
-    return load_spec(options.get("config_path"), spec_overrides(name=name, **choices))
+    like = options.get("like_path")
+    if not like:
+        for key in ("gres_conf", "max_nodes"):
+            if options.get(key) is not None:
+                flag = "--" + key.replace("_", "-")
+                raise UsageError(f"{flag} only goes with --like", f"simcluster up --like prod/slurm.conf {flag} ...")
+        return load_spec(options.get("config_path"), spec_overrides(name=name, **choices)), None
+    for key, flag in _NOT_WITH_LIKE.items():
+        if options.get(key) is not None:
+            hint = ("use --max-nodes N to keep fewer nodes" if key == "nodes" else
+                    "write the mirror with 'simcluster render --like F --out DIR', edit its like-spec.yaml, "
+                    "then 'up --config' it" if key == "config_path" else "edit the shapes in a copy of the conf")
+            raise UsageError(f"{flag} does not combine with --like: the conf says the cluster's nodes and shapes",
+                             hint)
+    fake = fake_gpus_value(choices.pop("fake_gpus", None))
+    if isinstance(fake, int) and not isinstance(fake, bool):
+        raise UsageError(f"--fake-gpus {fake}: with --like the conf says how many GPUs each node has",
+                         "use --fake-gpus alone (fake the --gpus ids), or leave it out (fake GPUs by default)")
+    host_gpus = None
+    if choices.get("gpus") is not None:
+        from provisioner.config.parse import parse_gpu_list
+        try:
+            host_gpus = parse_gpu_list(choices["gpus"])
+        except ValueError as exc:
+            raise UsageError(f"--gpus: {exc}") from None
+    for key in ("gpus", "nodes", "cpus", "memory"):
+        choices.pop(key, None)
+    overrides = spec_overrides(name=name, **choices)
+    if fake:
+        overrides["fakeGpus"] = True
+    from provisioner.like import like_spec
+    return like_spec(like, gres_conf=options.get("gres_conf"), max_nodes=options.get("max_nodes"),
+                     gpus=host_gpus, overrides=overrides)
 
 
 # `status`, `verify` and `export-logs` --ssh: a cluster made by `simcluster deploy`, reached on

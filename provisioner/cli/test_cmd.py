@@ -19,7 +19,7 @@ from provisioner.errors import UsageError
 @click.option("--name", "-n", default="simtest", show_default=True, metavar="NAME",
               help="Name of the throwaway cluster (must not exist yet).")
 @spec_options(("nodes", "gpus", "fake_gpus", "cpus", "memory", "config_path", "backend", "image", "privileged",
-               "accounting", "fast_failure", "slurm", "wait"))
+               "accounting", "fast_failure", "slurm", "wait", "like_path", "gres_conf", "max_nodes"))
 @verify_options
 @click.option("--keep-on-failure", is_flag=True, help="When a check fails, keep the cluster running to debug it.")
 @click.option("--logs-dir", default=None, metavar="DIR",
@@ -46,8 +46,8 @@ def command(name, suite, as_json, junit, timeout, keep_on_failure, logs_dir, **o
     if clusters.find_state(name) is not None:
         raise UsageError(f"a cluster named '{name}' already exists; `test` makes (and removes) its own",
                          "pick another --name, or use 'simcluster verify' on the existing one")
-    spec = load_spec_from_options(name, options)
     say = (lambda m: click.echo(m, err=True)) if as_json else click.echo
+    spec = load_spec_from_options(name, options, say=say)
     t0 = time.monotonic()
     say(clusters.up(spec, provider_named(spec.backend)))
     run = None

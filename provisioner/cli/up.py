@@ -24,6 +24,7 @@ def command(name, retain, recreate, **options):
       simcluster up --config configs/examples/seed-node6-node7.yaml --fake-gpus
       simcluster up --backend docker --nodes 2        # containers (builds the image once)
       simcluster up --nodes 2 --accounting            # + slurmdbd and MariaDB: sacct, sshare
+      simcluster up --like prod/slurm.conf --max-nodes 6   # production's partitions, GPUs, QoS
 
     Each node is a host of its own: as root a network namespace and cgroups each (--mem
     and GPU devices enforced; a job sees its GPUs numbered from 0, as Slurm numbers them),
@@ -32,6 +33,9 @@ def command(name, retain, recreate, **options):
     daemons died (a crash, a reboot, `simcluster fault`), restarts them in place: same ports,
     state, munge key and database; queued jobs and accounting are kept. Only --recreate or
     `simcluster down` wipe a cluster.
+
+    --like reads a production slurm.conf instead of --config and prints what it kept and
+    dropped in one line (every setting with -v); see docs/like.md.
     """
     # lazy: the cluster model, jinja2 and the provider load only when the command runs, not for --help
     from provisioner.clusters import up

@@ -74,11 +74,11 @@ def parse_gres(conf: ConfFile, node_names: Sequence[str]) -> GresConf:
         if name is None:
             raise LikeError(f"{line.where}: a gres.conf line without Name=", "write Name=gpu")
         if name.lower() != "gpu":
-            out.dropped.append((line.where, "Name", name, "a mirror has GPUs only: other gres are left out"))
+            out.dropped.append((line.where, "gres.conf Name", name, "a mirror has GPUs only: other gres are left out"))
             continue
         for key in keys:
-            if key in ("cores", "corespeccount", "links", "flags", "multipleFiles".lower()):
-                out.dropped.append((line.where, key.capitalize(), keys[key],
+            if key in ("cores", "links", "flags", "multiplefiles"):
+                out.dropped.append((line.where, f"gres.conf {key.capitalize()}", keys[key],
                                     "device affinity and flags are the real hardware's"))
         ids = _device_ids(keys["file"], line.where) if "file" in keys else None
         count = None

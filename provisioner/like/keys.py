@@ -46,25 +46,25 @@ VALUE_FILTERS = {
                     "X11 forwarding needs a display; other flags are not in this Slurm"),
     "LaunchParameters": (("use_interactive_step", "test_exec", "mem_sort", "send_gids", "disable_send_gids",
                           "mpir_use_nodeaddr", "lustre_no_flush"),
-                         "they need the production hosts (nss_slurm, Cray network, ...)"),
+                         "they need the production hosts: nss_slurm, a Cray network ..."),
 }
 
 R_HOST = "one machine runs every daemon here"
 R_PORT = "ports are picked free on this machine"
 R_PATH = "a path of the production hosts; the cluster's own files live in its state directory"
-R_LOG = "logging is the cluster's own (simcluster export-logs)"
+R_LOG = "logging is the cluster's own: simcluster export-logs"
 R_AUTH = "authentication is the cluster's private munge"
 R_USER = "the daemons run as the user who runs up"
 R_SCRIPT = "a script of the production hosts, not on this machine"
 R_TOPO = "network topology of real switches; one machine has none"
-R_MACHINE = "the machine decides (cgroups where it has them)"
-R_SUBMIT = "job submit plugins and CLI filters (site code) are out of scope"
+R_MACHINE = "the machine decides: cgroups where it has them"
+R_SUBMIT = "job submit plugins and CLI filters are site code, out of scope"
 R_HEALTH = "health checks probe the production hardware"
 R_JOBCOMP = "job completion records are the site's"
-R_NAME = "the cluster's name is the spec's (--name)"
-R_TIMEOUT = "timeouts and housekeeping are simcluster's (fast ones; --fast-failure)"
+R_NAME = "the cluster's name is the spec's: --name"
+R_TIMEOUT = "timeouts and housekeeping are simcluster's own, short ones"
 R_POWER = "power saving needs real hosts"
-R_SPANK = "SPANK plugins (plugstack.conf, e.g. pyxis) are not installed here"
+R_SPANK = "SPANK plugins of plugstack.conf, such as pyxis, are not installed here"
 R_ENERGY = "needs the hosts' sensors"
 R_FREQ = "CPU and GPU clocks need the real hardware"
 R_DAEMON = "an option of the production daemons, not of what jobs see"

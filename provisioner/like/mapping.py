@@ -93,6 +93,8 @@ class _Mapper:
         self.part_defaults: Dict[str, str] = {}
         self.nodesets: Dict[str, Tuple[Where, Dict[str, str]]] = {}
         self.accounting_lines: List[Tuple[Where, str, str]] = []
+        self.future: Dict[str, Where] = {}
+        self.default_state: Optional[str] = None
 
     # ------------------------------------------------------------------ lines
     def run(self) -> Parsed:
@@ -140,10 +142,12 @@ class _Mapper:
         if not head:
             raise LikeError(f"{line.where}: NodeName line has no name", "write NodeName=node[1-4] ...")
         values = self._options(line, keys.NODE_KEEP, keys.NODE_ALIASES, keys.NODE_DROP, "NodeName")
+        state = next((v for k, v in line.pairs[1:] if k.lower() == "state"), None)
         if head.upper() == "DEFAULT":
             for k, v in values.items():
                 self.report.keep(line.where, k, v, "default of the NodeName lines after it")
             self.node_defaults.update(values)
+            self.default_state = state or self.default_state
             return
         try:
             names = hostlist.expand(head)
@@ -155,6 +159,12 @@ class _Mapper:
             raise LikeError(f"{line.where}: node name '{bad[0]}'{more} cannot be used here: {NODE_NAME_RULE}",
                             "rename the nodes in a copy of the conf (and in its partitions and gres.conf)")
         merged = {**self.node_defaults, **values}
+        if (state or self.default_state or "").upper().startswith("FUTURE"):
+            # Defined for later: no job runs there in production either.
+            for name in names:
+                self.future[name] = line.where
+            self.report.note(f"{line.where}: {hostlist.compress(names)} left out: State=FUTURE nodes run no job")
+            return
         proto = self._node_shape(line.where, merged, len(names))
         ports = self._ports(line.where, merged.get("Port"), names)
         for i, name in enumerate(names):
@@ -192,8 +202,8 @@ class _Mapper:
                 if TOKEN_RE.match(f):
                     feats.append(f)
                 else:
-                    self.report.drop(where, "Features", f, "not a feature name simcluster takes (letters, digits, "
-                                                           "'_', '.', '+', '-')")
+                    self.report.drop(where, "Features", f, "not a feature name simcluster takes: letters, digits, "
+                                                           "'_', '.', '+', '-'")
             node.features = tuple(dict.fromkeys(feats))
         if "Gres" in values:
             node.gpus, node.gpu_type = self._gres(where, values["Gres"])
@@ -288,6 +298,8 @@ class _Mapper:
             if any(c.isspace() for c in v) or not v:
                 self.report.drop(line.where, k, v, "a value with spaces or none")
                 continue
+            if k in ("AllowAccounts", "AllowQos") and v.upper() == "ALL":
+                continue  # Slurm's default: every account, every QoS
             part.options[k] = _time(v) if k in ("DefaultTime", "GraceTime") else v
         for k, v in values.items():
             self.report.keep(line.where, k, v)
@@ -306,6 +318,9 @@ class _Mapper:
                 part.nodes, part.all_nodes = list(node_names), True
             else:
                 part.nodes = self._members(part.where, part.name, expr)
+            if not part.nodes:
+                self.report.drop(part.where, "PartitionName", part.name, "its nodes are all State=FUTURE")
+                continue
             parts.append(part)
         if not parts and self.parsed.partitions:
             raise LikeError(f"{self.source}: no partition has nodes", "give a partition Nodes=")
@@ -335,7 +350,7 @@ class _Mapper:
         for p in parts:
             for key in ("AllowAccounts", "DenyAccounts"):
                 for name in (p.options.get(key) or "").split(","):
-                    if name and name.upper() != "ALL" and name.lower() not in self.parsed.accounts:
+                    if name and name.upper() != "ALL" and name.lower() not in self.parsed.accounts + ["root"]:
                         self.parsed.accounts.append(name.lower())
             for key in ("AllowQos", "DenyQos", "QOS"):
                 for name in (p.options.get(key) or "").split(","):
@@ -353,6 +368,8 @@ class _Mapper:
         for n in names:
             if n in self.parsed.nodes:
                 out.append(n)
+            elif n in self.future:
+                continue
             elif n in self.nodesets:
                 out.extend(self._nodeset(n))
             elif n.upper() == "ALL":

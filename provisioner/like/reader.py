@@ -22,7 +22,8 @@ from provisioner.errors import UsageError
 MAX_INCLUDE_DEPTH = 16
 _KEY = r"[A-Za-z][A-Za-z0-9_]*"
 # A value: quoted parts and unquoted characters up to the next blank (Slurm's own rule).
-_PAIR = re.compile(rf"\s*({_KEY})\s*=\s*((?:\"[^\"]*\"|'[^']*'|[^\s\"'])*)")
+_PAIR = re.compile(rf"\s*({_KEY})\s*=(\s*)((?:\"[^\"]*\"|'[^']*'|[^\s\"'])*)")
+_NEXT_KEY = re.compile(rf"{_KEY}\s*=")
 
 
 class LikeError(UsageError):
@@ -105,7 +106,12 @@ def split_pairs(text: str, where: Where) -> List[Tuple[str, str]]:
                 raise LikeError(f"{where}: a quote is not closed in '{rest}'", "close the quote")
             raise LikeError(f"{where}: '{rest}' is not a Key=Value setting",
                             "every setting is Key=Value (a comment starts with #)")
-        value = m.group(2)
+        value = m.group(3)
+        if m.group(2) and _NEXT_KEY.match(value):
+            # "NodeName= CPUs=8": an empty value, not the value "CPUs=8" (Slurm would take it so)
+            pairs.append((m.group(1), ""))
+            pos = m.start(3)
+            continue
         if len(value) >= 2 and value[0] == value[-1] and value[0] in "\"'":
             value = value[1:-1]
         else:

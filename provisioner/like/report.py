@@ -50,7 +50,8 @@ class Report:
         return out
 
     def _head(self) -> str:
-        return f"like {self.source}: kept {len(self.kept_keys())} settings, dropped {len(self.dropped_keys())}"
+        kept = len(self.kept_keys())
+        return f"like {self.source}: kept {kept} setting{'' if kept == 1 else 's'}, dropped {len(self.dropped_keys())}"
 
     def summary(self) -> str:
         """``kept N settings, dropped M: KEY, KEY (reason); KEY (reason)`` in one line."""
