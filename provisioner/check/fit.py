@@ -47,6 +47,7 @@ INVALID_FEATURE = "Invalid feature specification"
 INVALID_GRES = "Invalid generic resource (gres) specification"
 INVALID_ACCOUNT = "Invalid account or account/partition combination specified"
 INVALID_QOS = "Invalid qos specification"
+INVALID_LICENSES = "Invalid license specification"
 
 
 # ---------------------------------------------------------------- Slurm values
@@ -658,11 +659,29 @@ def _with_gpu_count(g: GpuAsk, count: int) -> Optional[str]:
 
 
 def _judge_account(j: Judge, part: PartitionSpec) -> None:
+    """-A against the accounting database first (slurmctld looks the association up before it
+    looks at the partition), then against the partition's AllowAccounts / DenyAccounts."""
     ask, spec, name = j.ask, j.spec, part.name
     acct = ask.account.value.strip().lower() if ask.account else None
     allow = _names(part.option("AllowAccounts"))
     deny = _names(part.option("DenyAccounts"))
     offer = f"partition {name} allows accounts {', '.join(allow)}" if allow else ""
+    enforce = _enforce_accounting(spec)
+    known = {a.name.lower() for a in spec.accounts}
+    if acct is not None and spec.accounting and known and acct not in known | {"root", "simcluster"}:
+        accounts = f"accounts: {', '.join(sorted(known))}"
+        if "associations" in enforce:
+            j.add(ask.account, ERROR, "cluster.account",
+                  f"--account={ask.account.value}: no such account in this cluster's accounting database, and "
+                  f"AccountingStorageEnforce={conf_value(spec, 'AccountingStorageEnforce')} refuses it: "
+                  f"\"{INVALID_ACCOUNT}\"", accounts, (allow or sorted(known))[0])
+        else:
+            j.add(ask.account, WARNING, "cluster.account",
+                  f"--account={ask.account.value}: no such account in this cluster's accounting database: without "
+                  "associations in AccountingStorageEnforce Slurm runs the job under your default account instead"
+                  + (f", and partition {name} allows only {', '.join(allow)}" if allow else ""),
+                  accounts, (allow or sorted(known))[0])
+        return
     if allow is not None:
         if acct is None:
             j.add(None, WARNING, "cluster.account",
@@ -677,21 +696,34 @@ def _judge_account(j: Judge, part: PartitionSpec) -> None:
                   f"(AllowAccounts): " + j.held_or_refused(
                       INVALID_ACCOUNT, f"\"Job's account not permitted to use this partition ({name} allows "
                       f"{','.join(allow)} not {acct})\""), offer, allow[0])
-            return
     elif deny is not None and acct is not None and acct in deny:
         j.add(ask.account, ERROR, "cluster.account",
               f"--account={ask.account.value}: partition {name} denies accounts {', '.join(deny)} (DenyAccounts): "
               + j.held_or_refused(INVALID_ACCOUNT, f"\"Job's account not permitted to use this partition ({name} "
                                   f"denies {','.join(deny)} including {acct})\""),
               f"partition {name} denies accounts {', '.join(deny)}")
+
+
+def _judge_licenses(j: Judge) -> None:
+    """-L/--licenses against the cluster's Licenses= (name:count, counts added up)."""
+    opt = j.script.opt("licenses")
+    if opt is None:
         return
-    enforce = _enforce_accounting(spec)
-    known = {a.name.lower() for a in spec.accounts}
-    if acct is not None and "associations" in enforce and known and acct not in known | {"root", "simcluster"}:
-        j.add(ask.account, ERROR, "cluster.account",
-              f"--account={ask.account.value}: no such account in this cluster's accounting database, and "
-              f"AccountingStorageEnforce={conf_value(spec, 'AccountingStorageEnforce')} refuses it: "
-              f"\"{INVALID_ACCOUNT}\"", f"accounts: {', '.join(sorted(known))}", sorted(known)[0])
+    have: Dict[str, int] = {}
+    for item in (conf_value(j.spec, "Licenses") or "").split(","):
+        name, _, count = item.strip().partition(":")
+        if name:
+            have[name.lower()] = int(count) if count.isdigit() else 1
+    offer = f"licenses here: {', '.join(f'{k}:{v}' for k, v in have.items()) or 'none'} (Licenses=)"
+    for item in re.split(r"[,|]", opt.value.strip("'\"")):
+        name, _, count = item.strip().partition(":")
+        want = int(count) if count.isdigit() else 1
+        if name and (name.lower() not in have or want > have[name.lower()]):
+            what = (f"this cluster has no license {name}" if name.lower() not in have
+                    else f"{want} {name} licenses asked, the cluster has {have[name.lower()]}")
+            j.add(opt, ERROR, "cluster.license",
+                  f"--licenses={opt.value}: {what}: sbatch refuses the job: \"{INVALID_LICENSES}\"", offer)
+            return
 
 
 def _judge_qos(j: Judge, part: PartitionSpec) -> None:
@@ -768,10 +800,11 @@ def judge(script: Script, spec: ClusterSpec, nodes: Optional[int] = None) -> Lis
         parts = [known[p] for p in ask.partitions]
     else:
         parts = [next((p for p in spec.partitions if p.default), spec.partitions[0])]
+    _judge_licenses(j)
     per_part = [judge_partition(Judge(script, spec, ask), p) for p in parts]
     if any(not f for f in per_part):
-        return []  # one of the partitions takes the job
-    out: List[Finding] = []
+        return j.findings  # one of the partitions takes the job
+    out: List[Finding] = list(j.findings)
     seen = set()
     for fs in per_part:
         for f in fs:

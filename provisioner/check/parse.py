@@ -194,7 +194,7 @@ class Script:
 
 _SHORT = {"N": "nodes", "n": "ntasks", "c": "cpus-per-task", "G": "gpus", "p": "partition", "t": "time",
           "J": "job-name", "o": "output", "e": "error", "a": "array", "A": "account", "w": "nodelist",
-          "C": "constraint", "D": "chdir", "q": "qos"}
+          "C": "constraint", "D": "chdir", "q": "qos", "L": "licenses"}
 
 
 def parse_header(text: str) -> Tuple[List[HeaderOpt], List[HeaderOpt]]:

@@ -77,7 +77,6 @@ def test_seed_header_runs_on_a_copy_of_the_cluster_it_is_written_for(sim_home, t
     """The Enroot seed's resource options (4 nodes x 8 GPUs, 8 tasks of 28 CPUs, account
     itscspod, partition admin) are accepted and run on a copy of a conf that has them: its
     node names, typed GPUs, accounting with the account the partition allows."""
-    pytest.importorskip("provisioner.like.mapping")
     job = tmp_path / "enroot.sbatch"
     job.write_text(SEED_HEADER)
     rc, data = _run_like(["--like", str(LIKE / "prod" / "slurm.conf")], job, sim_home)
@@ -92,7 +91,6 @@ def test_seed_header_runs_on_a_copy_of_the_cluster_it_is_written_for(sim_home, t
 def test_header_the_cluster_refuses_is_refused_by_its_copy(sim_home):
     """On a 128-node conf without the admin partition the static rules say why, and the copy
     (a subset of it) refuses the job with the same answer from sbatch."""
-    pytest.importorskip("provisioner.like.mapping")
     rc, data = _run_like(["--like", str(LIKE / "other" / "slurm.conf")], SEEDS / "enroot-prelaunch.sh", sim_home)
     rules = [f["rule"] for f in data["findings"]]
     assert rc == 1 and {"cluster.partition", "cluster.account", "cluster.cpus-per-node", "run.not-started"} <= set(rules)

@@ -178,7 +178,6 @@ def test_seed_enroot_header_is_refused_with_slurms_reasons_where_they_do_not():
 
 def test_seed_header_on_the_like_conf_with_an_admin_partition_and_without():
     """The same, read from production-style slurm.conf files by the like reader."""
-    pytest.importorskip("provisioner.like.mapping")
     s = parse_script(str(ENROOT), ENROOT.read_text())
     good = load_target(str(LIKE / "prod" / "slurm.conf"), None, None)
     assert [p.name for p in good.spec.partitions] == ["admin", "gpu", "cpu"]
@@ -332,7 +331,25 @@ def test_accounts_the_database_does_not_have():
     spec = prod(accounting=True, accounts=[AccountSpec("proj")], extra=["AccountingStorageEnforce=associations"])
     f = one(spec, "-A nope")
     assert f.rule == "cluster.account" and f.severity == "error" and f.fix.startswith("#SBATCH -A proj")
-    assert found(prod(accounting=True, accounts=[AccountSpec("proj")]), "-A nope") == []  # not enforced
+    # not enforced: Slurm runs the job under the user's default account (checked on 22.05: the
+    # job then waits for the partition's AllowAccounts if that account is not among them)
+    w = one(prod(accounting=True, accounts=[AccountSpec("proj")], gpu_options={"AllowAccounts": "proj"}), "-A nope")
+    assert w.severity == "warning" and "under your default account instead" in w.message
+    assert "allows only proj" in w.message
+    # the database is looked at before the partition: an unknown account is refused even where
+    # the partition would not allow it anyway
+    spec = prod(accounting=True, accounts=[AccountSpec("proj")], gpu_options={"AllowAccounts": "proj"},
+                extra=["AccountingStorageEnforce=limits"])
+    assert '"Invalid account or account/partition combination specified"' in one(spec, "-A nope").message
+
+
+def test_licenses():
+    spec = prod(extra=["Licenses=matlab:4,ansys:2"])
+    f = one(spec, "-L matlab:5")
+    assert f.rule == "cluster.license" and '"Invalid license specification"' in f.message
+    assert "5 matlab licenses asked, the cluster has 4" in f.message and "matlab:4, ansys:2" in f.fix
+    assert "no license comsol" in one(spec, "--licenses=comsol").message
+    assert found(spec, "--licenses=matlab:2,ansys") == []
 
 
 def test_qos_defined_allowed_and_per_account():
@@ -428,7 +445,6 @@ def test_cli_config_and_json(tmp_path):
 
 
 def test_cli_like(tmp_path):
-    pytest.importorskip("provisioner.like.mapping")
     res = _cli(["--like", str(LIKE / "other" / "slurm.conf"), str(ENROOT)])
     assert res.exit_code == 1 and "[cluster.partition]" in res.output
     res = _cli(["--like", str(LIKE / "prod" / "slurm.conf"), "--gres-conf", str(LIKE / "prod" / "gres.conf"),
@@ -444,3 +460,39 @@ def test_cli_like(tmp_path):
 def test_cli_bad_cluster_options_are_one_line(args, words):
     res = CliRunner().invoke(cli, ["check"] + args + [str(ENROOT)])
     assert res.exit_code == 2 and words in res.output and "Traceback" not in res.output
+
+
+# ---------------------------------------------------------------- the like corpus
+
+LIKE_CORPUS = REPO / "tests" / "data" / "like"
+LIKE_CASES = sorted(p.parent.name for p in LIKE_CORPUS.glob("*/expect.yaml"))
+
+
+def _header(args: str):
+    return parse_script("job.sbatch", f"#!/bin/bash\n#SBATCH {args}\nsrun hostname\n")
+
+
+@pytest.mark.parametrize("case", LIKE_CASES or ["(no corpus)"])
+def test_like_corpus_headers_judged_against_the_whole_production_conf(case):
+    """`up --like`'s corpus says which headers each production conf takes (run for real on its
+    mirror by tests/integration/test_like.py) and which it refuses, with part of sbatch's answer.
+    Judged against every node of the conf: an accepted header has no error; a refused one has a
+    finding with that answer, or says the job waits forever (EnforcePartLimits=NO) or depends on
+    the account the user's default is. A refusal that comes from the mirror's --max-nodes
+    subset (more nodes than it keeps) is no refusal in production."""
+    import yaml
+    if case == "(no corpus)":
+        pytest.skip("tests/data/like is not there")
+    expect = yaml.safe_load((LIKE_CORPUS / case / "expect.yaml").read_text())
+    spec = load_target(str(LIKE_CORPUS / case / "slurm.conf"), None, None).spec
+    for args in expect.get("accepted", []):
+        errors = [f.message for f in judge(_header(args), spec) if f.severity == "error"]
+        assert errors == [], (case, args)
+    for refused in expect.get("refused", []):
+        ask = ask_of(_header(refused["args"]))
+        if ask.nodes_given and expect.get("maxNodes") and ask.nodes_min > expect["maxNodes"]:
+            continue
+        fs = judge(_header(refused["args"]), spec)
+        assert fs, (case, refused)
+        if not any(refused["says"] in f.message for f in fs):
+            assert all("pending forever" in f.message or f.severity == "warning" for f in fs), (case, refused)
