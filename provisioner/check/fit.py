@@ -802,8 +802,9 @@ def judge(script: Script, spec: ClusterSpec, nodes: Optional[int] = None) -> Lis
         parts = [next((p for p in spec.partitions if p.default), spec.partitions[0])]
     _judge_licenses(j)
     per_part = [judge_partition(Judge(script, spec, ask), p) for p in parts]
-    if any(not f for f in per_part):
-        return j.findings  # one of the partitions takes the job
+    taking = [fs for fs in per_part if not any(f.severity == ERROR for f in fs)]
+    if taking:  # one of the partitions takes the job: what remains to say is about that one
+        return sorted(j.findings + taking[0], key=lambda f: (f.line, f.rule))
     out: List[Finding] = list(j.findings)
     seen = set()
     for fs in per_part:

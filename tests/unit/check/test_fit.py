@@ -376,6 +376,10 @@ def test_several_partitions_fit_when_one_takes_the_job():
     fs = judge(script("-p cpu,a100", "--gres=gpu:h100:8"), prod())
     assert {f.rule for f in fs} == {"cluster.gpu-type"} and len(fs) == 2
     assert any("partition cpu" in f.message for f in fs) and any("partition a100" in f.message for f in fs)
+    # the partition that takes the job may still have something to say (a warning), the other nothing
+    spec = prod(gpu_options={"AllowAccounts": "proj"})
+    assert [(f.rule, f.severity) for f in judge(script("-p cpu,gpu", "--gres=gpu:h100:1"), spec)] == [
+        ("cluster.account", "warning")]
 
 
 def test_every_fix_with_edits_removes_its_finding():
