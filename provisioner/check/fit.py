@@ -29,7 +29,7 @@ from __future__ import annotations
 import math
 import re
 from dataclasses import dataclass, field
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Set, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from provisioner.check.parse import _SHORT, HeaderOpt, Script
 from provisioner.check.rules import ERROR, WARNING, Edit, Finding, fix_text
@@ -830,7 +830,3 @@ def describe(spec: ClusterSpec) -> str:
     """One line about the cluster a header is judged against."""
     return (f"{len(spec.nodes)} node{'s' if len(spec.nodes) != 1 else ''}, partitions {partitions_text(spec)}"
             + (", accounting" if spec.accounting else ""))
-
-
-def fits(findings: Iterable[Finding]) -> bool:
-    return not any(f.severity == ERROR for f in findings)
