@@ -170,7 +170,8 @@ def slurm_cluster_factory(request):
 @pytest.fixture
 def slurm_faults(request):
     """SlurmFaults over `simcluster fault` for this test's slurm_cluster (or cluster=...):
-    kill, pause, resume, drain, kill_controller, stop_accounting, heal; all healed at teardown."""
+    kill, pause, resume, drain, kill_controller, stop_accounting, heal; all healed at teardown;
+    and a job's time_limit(job, seconds) and preempt(job, mode=None)."""
     # lazy: pytest loads this plugin in every session; the cluster model loads only when a fixture is used
     from provisioner.testing.faults import SlurmFaults
 

@@ -9,6 +9,19 @@ from provisioner.cli.common import name_option
 from provisioner.errors import ClusterNotFound, UsageError
 
 
+def _on_job(name, verb, *args, **kwargs):
+    """``faults.<verb>(cluster, *args)`` for a fault of one job: the cluster is loaded
+    without its lock (a job fault changes no cluster state: cluster/faults.py says why)."""
+    # lazy: the cluster model loads only when a fault command runs, not for --help
+    from provisioner.cluster import faults
+    from provisioner.clusters import load
+    try:
+        cluster = load(name)
+    except ClusterNotFound as exc:
+        raise UsageError(exc.message, exc.hint) from None
+    return getattr(faults, verb)(cluster, *args, **kwargs)
+
+
 def _inject(name, verb, *args):
     """``Injector(name).<verb>(*args)``: the fault under the cluster's lock; an unknown
     cluster is bad input here (exit 2)."""
@@ -22,7 +35,7 @@ def _inject(name, verb, *args):
 
 @click.group("fault")
 def command():
-    """Break a cluster on purpose, the way real clusters break; every fault is undone by 'fault heal'.
+    """Break a cluster or a job on purpose, the way real ones break; 'fault heal' undoes the cluster faults.
 
     \b
       simcluster fault kill node2          # slurmd and node2's job steps die (a crashed host)
@@ -31,8 +44,10 @@ def command():
       simcluster fault stop-accounting     # slurmdbd down; jobs run, sacct catches up after heal
       simcluster fault drain node1 --reason maintenance
       simcluster fault heal                # undo everything, restart any dead daemon
+      simcluster fault time-limit 42 --in 120   # job 42 ends (TIMEOUT) in ~2 min, its --signal before
+      simcluster fault preempt 42          # requeue/cancel job 42 as its PreemptMode says
 
-    Faults in effect are listed by 'simcluster status'. Use --fast-failure clusters to see
+    Faults in effect are listed by 'simcluster status' (the job faults change only a job). Use --fast-failure clusters to see
     a dead node DOWN in ~12 s instead of ~80 s.
     """
 
@@ -81,3 +96,34 @@ def stop_accounting(name):
 def heal(name, wait):
     """Undo every fault in effect (resume, undrain) and restart every dead daemon in place."""
     click.echo(_inject(name, "heal", wait or None, lambda m: click.echo(m, err=True)))
+
+
+@command.command("time-limit")
+@click.argument("job_id", metavar="JOBID")
+@click.option("--in", "in_s", type=click.IntRange(min=0), required=True, metavar="SECONDS",
+              help="The job's new end, from now (the smallest whole-minute TimeLimit that reaches it).")
+@name_option
+def time_limit(job_id, in_s, name):
+    """Move a running job's end to about SECONDS from now (scontrol update TimeLimit).
+
+    Its --signal then comes at its offset before the new end and it ends TIMEOUT, as a
+    24-hour job does at hour 24. Slurm keeps limits in whole minutes and acts on them in
+    a pass every 30 s: the signal comes up to 30 s early, the end up to 30 s late.
+    """
+    click.echo(_on_job(name, "time_limit", job_id, in_s))
+
+
+@command.command("preempt")
+@click.argument("job_id", metavar="JOBID")
+@click.option("--mode", type=click.Choice(["requeue", "cancel"], case_sensitive=False), default=None,
+              help="Requeue or cancel, whatever PreemptMode says  [default: its QoS/partition/cluster PreemptMode]")
+@name_option
+def preempt(job_id, mode, name):
+    """Preempt a running job as Slurm would: GraceTime, the signal, then requeue or cancel.
+
+    The mode and GraceTime are read from the cluster as slurmctld decides them
+    (PreemptType preempt/qos: the job's QoS; preempt/partition_prio: its partition;
+    else the cluster's PreemptMode). Done with Slurm's own commands (scancel --signal,
+    scontrol requeue, scancel): sacct shows REQUEUED or CANCELLED, not PREEMPTED.
+    """
+    click.echo(_on_job(name, "preempt", job_id, mode and mode.lower(), lambda m: click.echo(m, err=True)))

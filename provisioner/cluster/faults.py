@@ -12,10 +12,19 @@ repairing `up`/`start` (dead daemons restart in place, from their saved state).
   drain NODE        scontrol update state=DRAIN reason=...
   heal              undo every fault still active and restart whatever daemon is dead
 
+and two faults of one job, in seconds (cluster/jobfaults.py has them in full):
+
+  time-limit JOB S  its end moves to about S seconds from now: its --signal, then TIMEOUT
+  preempt JOB       requeued or cancelled as its QoS/partition/cluster PreemptMode says,
+                    after GraceTime and the signal
+
 Every function here takes a loaded `Cluster` and runs under the cluster's lock, which its
 caller holds: provisioner/clusters.py's `Injector` (used by `simcluster fault`, `verify
 --suite faults` and the pytest plugin) takes the lock and loads the cluster inside it,
-as `up`/`down`/`stop`/`start` do (the rule is in cluster/lifecycle.py).
+as `up`/`down`/`stop`/`start` do (the rule is in cluster/lifecycle.py). The job faults
+are the exception: they change only a job, through slurmctld, never the cluster or its
+state file, so their callers load the cluster without the lock (a GraceTime wait holds
+up no other command), as `status` and `verify` do.
 """
 
 from __future__ import annotations
@@ -24,6 +33,7 @@ import signal
 import time
 from typing import Callable, Dict, List, Optional
 
+from provisioner.cluster import jobfaults
 from provisioner.cluster.capabilities import Pausable, node_pids
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.repair import HOLD_REASON, repair, unpause
@@ -107,6 +117,21 @@ def drain_node(c: Cluster, node: str, reason: str) -> str:
         raise UsageError(f"draining {node} failed: {res.error_line()}")
     _record(c, "drain", node, reason=reason)
     return f"drained node {node} (reason: {reason})"
+
+
+def time_limit(c: Cluster, job_id: str, seconds: int) -> str:
+    """`fault time-limit JOB --in S`: the running job ends in about S seconds (TIMEOUT), its
+    --signal at its offset before that. Needs no lock (module docstring)."""
+    check_can_inject(c)
+    return jobfaults.time_limit(c.client, job_id, seconds, c.name).message
+
+
+def preempt(c: Cluster, job_id: str, mode: Optional[str] = None,
+            progress: Callable[[str], None] = lambda line: None) -> str:
+    """`fault preempt JOB [--mode requeue|cancel]`: as slurmctld's preemption does it.
+    Needs no lock (module docstring)."""
+    check_can_inject(c)
+    return jobfaults.preempt(c.client, job_id, c.name, mode, progress)
 
 
 # Drains slurmctld sets by itself in the aftermath of a fault: a job started in the last

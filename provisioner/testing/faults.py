@@ -3,13 +3,17 @@
 Each call loads the cluster afresh and holds its lock, exactly like the `simcluster fault`
 commands (both go through provisioner/clusters.py's Injector); the fixture remembers every cluster it was used
 on, and at teardown runs `fault heal` on each and waits until all of its nodes are ready,
-so the next test that reuses a session cluster finds it whole.
+so the next test that reuses a session cluster finds it whole. The job faults
+(``time_limit``, ``preempt``) call the same functions as `simcluster fault time-limit` and
+`fault preempt`, without the lock as those do; they change only a job, and heal has
+nothing to undo.
 """
 
 from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+from provisioner.cluster import faults
 from provisioner.cluster.wait import nodes_ready
 from provisioner.clusters import Injector, load
 from provisioner.errors import ClusterNotFound, StartupError
@@ -17,8 +21,9 @@ from provisioner.testing.handle import SlurmCluster
 
 
 class SlurmFaults:
-    """kill / pause / resume / drain NODE, kill_controller, stop_accounting, heal; each
-    returns `simcluster fault`'s message. ``cluster=`` picks another cluster (a factory's)."""
+    """kill / pause / resume / drain NODE, kill_controller, stop_accounting, heal, and the
+    job faults time_limit / preempt; each returns `simcluster fault`'s message.
+    ``cluster=`` picks another cluster (a factory's)."""
 
     def __init__(self, default: Optional[SlurmCluster]):
         self.default = default
@@ -51,6 +56,22 @@ class SlurmFaults:
     def stop_accounting(self, cluster: Optional[SlurmCluster] = None) -> str:
         return self._inj(cluster).stop_accounting()
 
+    def time_limit(self, job_id, seconds: int, cluster: Optional[SlurmCluster] = None) -> str:
+        """`simcluster fault time-limit JOB --in SECONDS`: the running job ends (TIMEOUT) in about
+        ``seconds``, its --signal at its offset before that. ``job_id``: a number, or a Job
+        (slurm_cluster.sbatch's), whose cluster it then acts on."""
+        return faults.time_limit(self._cluster(cluster, job_id), _job_id(job_id), int(seconds))
+
+    def preempt(self, job_id, mode: Optional[str] = None, cluster: Optional[SlurmCluster] = None) -> str:
+        """`simcluster fault preempt JOB [--mode requeue|cancel]`: preempted as its QoS /
+        partition / cluster PreemptMode says (``mode`` replaces it), after GraceTime and the
+        signal; returns once it is requeued or cancelled."""
+        return faults.preempt(self._cluster(cluster, job_id), _job_id(job_id), mode)
+
+    def _cluster(self, cluster: Optional[SlurmCluster], job):
+        """The loaded cluster a job fault acts on: ``cluster``, the Job's, or the default."""
+        return load(self._inj(cluster or getattr(job, "cluster", None)).name)
+
     def heal(self, cluster: Optional[SlurmCluster] = None, timeout: float = 120.0) -> str:
         """Undo every fault in effect and restart dead daemons in place (`simcluster fault heal`)."""
         return self._inj(cluster).heal(timeout)
@@ -65,6 +86,11 @@ class SlurmFaults:
                 continue  # a factory cluster already taken down
             wait_all_ready(name, timeout)
         return done
+
+
+def _job_id(job) -> str:
+    """A job id, from a Job (slurm_cluster.sbatch's) or a number or string."""
+    return str(getattr(job, "id", job))
 
 
 def wait_all_ready(name: str, timeout: float) -> None:

@@ -5,15 +5,17 @@ from __future__ import annotations
 from typing import List, Sequence
 
 from provisioner.errors import UsageError
-from provisioner.verify import basic, faults, isolation, training, versions
+from provisioner.verify import basic, faults, isolation, signals, training, versions
 from provisioner.verify.runner import Check
 
 SUITES = ("basic", "signals", "ddp", "fsdp", "deepspeed", "megatron", "faults")
 # Not in "all": the faults suite breaks the cluster on purpose (and heals it), needs a
 # cluster made with `up --fast-failure`, and takes 1-2 minutes (verify/faults.py).
 # "signals" is apart from "basic" because it waits for slurmctld's time-limit pass, which
-# runs every 30 s (not a setting): up to 30 s, where the rest of basic takes a few seconds.
-# In "all" it runs beside the training suites and adds nothing to the total.
+# runs every 30 s (not a setting), where the rest of basic takes a few seconds: up to 30 s
+# for signals.time-limit, 2-2.5 minutes for signals.checkpoint (a 90 s --signal offset
+# needs a 2-minute limit: Slurm keeps limits in whole minutes). In "all" its checks run
+# beside the training suites; signals.checkpoint outlasts them (verify/signals.py).
 ALL = ("basic", "signals", "ddp", "fsdp", "deepspeed", "megatron")
 
 CHECKS: Sequence[Check] = (
@@ -43,6 +45,11 @@ CHECKS: Sequence[Check] = (
           applies=lambda spec: bool(getattr(spec, "accounting", False))),
     Check("signals.time-limit", "signals", basic.check_signal,
           "--signal=B:USR1@N reaches the batch script before the time limit", background=True),
+    Check("signals.checkpoint", "signals", signals.check_checkpoint,
+          "a --time=24:00:00 --signal=B:USR1@90 job moved by fault time-limit: its trap checkpoints "
+          "and it ends TIMEOUT (2-2.5 min)", background=True),
+    Check("signals.preempt", "signals", signals.check_preempt,
+          "a job preempted by fault preempt (requeue) checkpoints on the signal and resumes from it"),
     Check("ddp.train", "ddp", training.check_ddp, "DistributedDataParallel across 2 nodes"),
     Check("fsdp.train", "fsdp", training.check_fsdp, "FSDP (fully_shard) across 2 nodes, sharded, DCP checkpoint reload"),
     Check("deepspeed.zero3", "deepspeed", training.check_deepspeed, "DeepSpeed ZeRO-3 across 2 nodes"),
