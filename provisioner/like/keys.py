@@ -4,7 +4,8 @@ Kept: what changes the answer a job header gets (a partition's limits, the node 
 typed GPUs, features, the scheduler's and preemption's settings). Dropped: what belongs to
 the production machines (hosts, ports, paths, auth, scripts, topology, timeouts) or what
 the local machine decides (process tracking, task plugins). Keys are matched in any case;
-the tables hold Slurm's spelling. A key in no table is reported "unknown ... kept out".
+the tables hold Slurm's spelling (Slurm 22.05's keys: a newer key would stop its slurmctld).
+A key in no table is reported "unknown ... kept out".
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ GLOBAL_KEEP = (
     "PropagateResourceLimits", "PropagateResourceLimitsExcept", "PropagatePrioProcess", "VSizeFactor",
     "PrivateData", "DisableRootJobs", "JobFileAppend", "CompleteWait", "InteractiveStepOptions",
     "LaunchParameters", "JobAcctGatherFrequency",
+    "PriorityType", "PriorityCalcPeriod", "PriorityDecayHalfLife", "PriorityFavorSmall", "PriorityFlags",
+    "PriorityMaxAge", "PriorityParameters", "PriorityUsageResetPeriod", "PriorityWeightAge", "PriorityWeightAssoc",
+    "PriorityWeightFairshare", "PriorityWeightJobSize", "PriorityWeightPartition", "PriorityWeightQOS",
+    "PriorityWeightTRES",
 )
 # Settings that need slurmdbd: kept when the mirror has accounting, else dropped.
 GLOBAL_ACCOUNTING = ("AccountingStorageEnforce", "AccountingStorageTRES",
                      "AccountingStoreFlags", "TrackWCKey")
-# Every Priority* key (PriorityType, PriorityWeightAge, PriorityDecayHalfLife ...) is kept but these.
-PRIORITY_DROP = {"prioritysitefactorplugin": "a site's own priority plugin is not installed here",
-                 "prioritysitefactorparameters": "a site's own priority plugin is not installed here"}
 
 # Plugins that Debian's Slurm has (a site-built one would stop slurmctld from starting).
 PLUGINS = {
@@ -108,6 +110,8 @@ _DROP_GROUPS: Tuple[Tuple[str, Iterable[str]], ...] = (
     (R_ENERGY, ("AcctGatherEnergyType", "AcctGatherNodeFreq", "AcctGatherProfileType",
                 "AcctGatherInterconnectType", "AcctGatherFilesystemType", "ExtSensorsType", "ExtSensorsFreq")),
     (R_FREQ, ("CpuFreqDef", "CpuFreqGovernors", "GpuFreqDef")),
+    ("a site's own priority plugin is not installed here", ("PrioritySiteFactorPlugin",
+                                                            "PrioritySiteFactorParameters")),
     (R_DAEMON, ("SlurmctldParameters", "CommunicationParameters", "HashPlugin", "ReconfigFlags", "MaxDBDMsgs",
                 "FederationParameters", "BcastParameters", "BcastExclude", "GroupUpdateForce",
                 "GroupUpdateTime", "MailDomain", "UsePAM", "X11Parameters", "MCSPlugin", "MCSParameters",
@@ -155,6 +159,4 @@ def canonical(key: str, *tables: Iterable[str]) -> Optional[str]:
 def global_reason(key: str) -> Optional[str]:
     """Why a global key is dropped (None: it is not a dropped one)."""
     k = canonical(key, GLOBAL_DROP)
-    if k:
-        return GLOBAL_DROP[k]
-    return PRIORITY_DROP.get(key.lower())
+    return GLOBAL_DROP[k] if k else None

@@ -410,8 +410,6 @@ class _Mapper:
             self.report.drop(where, keys.canonical(key, keys.GLOBAL_DROP) or key, value, reason)
             return
         canon = keys.canonical(key, keys.GLOBAL_KEEP)
-        if canon is None and low.startswith("priority"):
-            canon = key[0].upper() + key[1:]
         if canon is None:
             self.report.drop(where, key, value, "unknown key, kept out")
             return
