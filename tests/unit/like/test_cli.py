@@ -7,7 +7,6 @@ import yaml
 
 from provisioner.config import load_spec
 from tests.conftest import run_cli
-from tests.unit.like.test_corpus import CORPUS
 
 H100 = "tests/data/like/h100-site/slurm.conf"
 
