@@ -51,6 +51,19 @@ def is_running(cluster: Cluster) -> bool:
             and all(daemons_alive(cluster).values()))
 
 
+
+def id_ranges(ids) -> str:
+    """GPU ids as a short list: runs of three or more become ranges ('0-23', '6,7', '0-3,8')."""
+    out, run = [], []
+    for i in list(ids) + [None]:
+        if run and i is not None and i == run[-1] + 1:
+            run.append(i)
+            continue
+        if run:
+            out.append(f"{run[0]}-{run[-1]}" if len(run) >= 3 else ",".join(map(str, run)))
+        run = [i] if i is not None else []
+    return ",".join(out)
+
 def create(spec: ClusterSpec, provider: "Provider", retain: bool, progress: Callable[[str], None]) -> str:
     """Make cluster ``spec`` on ``provider`` from nothing and wait until it is ready; return
     `up`'s summary line. On failure what was made is deleted again, unless ``retain``.
@@ -78,7 +91,7 @@ def create(spec: ClusterSpec, provider: "Provider", retain: bool, progress: Call
         raise
     took = time.monotonic() - t0
     gpus = spec.all_gpus
-    gpu_note = f", GPUs {','.join(map(str, gpus))}{' (fake)' if spec.fake_gpus else ''}" if gpus else ""
+    gpu_note = f", GPUs {id_ranges(gpus)}{' (fake)' if spec.fake_gpus else ''}" if gpus else ""
     acct_note = ", accounting ready (sacct, sshare)" if spec.accounting else ""
     where = cluster.placement.controller_where
     short = "".join(f"\nunlike a production host here: {line}" for line in cluster.placement.shortfalls)

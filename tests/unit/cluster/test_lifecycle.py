@@ -50,7 +50,7 @@ def test_create_provisions_runs_the_steps_and_says_what_is_up(home, no_steps):
 def test_the_summary_names_fake_gpus_and_accounting(home, no_steps):
     spec = spec_from({"name": "l2", "nodes": 2, "fakeGpus": 4, "accounting": True})
     first = lifecycle.create(spec, FakeProvider(), retain=False, progress=lambda m: None).splitlines()[0]
-    assert ": 2 nodes idle, GPUs 0,1,2,3 (fake), accounting ready (sacct, sshare) in " in first
+    assert ": 2 nodes idle, GPUs 0-3 (fake), accounting ready (sacct, sshare) in " in first
 
 
 def test_a_failed_provision_deletes_what_it_made(home, no_steps):
