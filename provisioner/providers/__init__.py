@@ -51,7 +51,15 @@ def provider_named(name: str) -> "Provider":
 
 def registered_providers(available_only: bool = False) -> List["Provider"]:
     """Every backend (BACKENDS); with ``available_only`` those that can answer here (docker: an engine runs)."""
-    providers = [provider_named(n) for n in BACKENDS]
+    providers = []
+    for n in BACKENDS:
+        try:
+            providers.append(provider_named(n))
+        except ImportError:
+            # A backend whose library is missing or broken here (docker: the Docker SDK)
+            # has no cluster to find: lookups skip it; asked for by name, it still fails.
+            if not available_only:
+                raise
     return [p for p in providers if not available_only or p.available()]
 
 
