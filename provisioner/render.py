@@ -94,6 +94,9 @@ class RenderInputs:
     # Local backend: the nodes' own network (a namespace each on this subnet, "198.18.4.0/24");
     # None: they share this host's, each on a loopback address.
     node_subnet: Optional[str] = None
+    # cgroup v2 without systemd (providers/local/cgroups.py v2_without_systemd): slurmd makes
+    # its slurmstepd scope itself (cgroup.conf IgnoreSystemd=yes) instead of asking systemd.
+    cgroup_ignore_systemd: bool = False
 
     def to_dict(self) -> Dict[str, Any]:
         """For the state file (the accounting password is left out: see AccountingInputs)."""
@@ -195,6 +198,7 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         "task_plugin": _task_plugin(inputs.cgroups, real_shape),
         # Cores are pinned only where the nodes claim no more CPUs than the host has.
         "constrain_cores": real_shape,
+        "cgroup_ignore_systemd": inputs.cgroup_ignore_systemd,
         # Several nodes on one host (not containers): per-node TmpFS; Open MPI's TCP over the
         # nodes' own network, or over loopback where they share the host's.
         "tmp_fs": "" if inputs.nodes_are_hosts else f"{paths.root}/tmp/%n",

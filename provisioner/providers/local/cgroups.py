@@ -43,6 +43,37 @@ def _mounts(mounts_file: str = "/proc/self/mounts") -> Dict[str, str]:
     return found
 
 
+# Where systemd's D-Bus listens: Slurm 22.05's cgroup/v2 plugin asks systemd for each
+# slurmd's slurmstepd scope through it.
+DBUS_SOCKET = "/run/dbus/system_bus_socket"
+V2_SLICE = "system.slice"  # where slurmd puts its <node>_slurmstepd.scope
+V2_CONTROLLERS = "+cpuset +cpu +memory +pids"
+
+
+def v2_without_systemd(root: Path = ROOT, dbus_socket: str = DBUS_SOCKET) -> bool:
+    """A cgroup v2 host with no systemd to ask (a container, a VM without systemd): Slurm's
+    cgroup/v2 plugin, which slurmd loads whatever ProctrackType says, then stops slurmd
+    ("cannot connect to dbus system daemon") unless cgroup.conf says IgnoreSystemd=yes."""
+    return (root / "cgroup.controllers").exists() and not os.path.exists(dbus_socket)
+
+
+def prepare_v2_without_systemd(root: Path = ROOT) -> str:
+    """What systemd would have made for slurmd (as root): system.slice, and the controllers
+    Slurm checks enabled for the children of the root and of the slice. Returns what could
+    not be done ("" when all was); slurmd then says why in its log."""
+    problems = []
+    try:
+        (root / V2_SLICE).mkdir(exist_ok=True)
+    except OSError as exc:
+        return f"cannot make {root / V2_SLICE}: {exc.strerror}"
+    for parent in (root, root / V2_SLICE):
+        try:
+            (parent / "cgroup.subtree_control").write_text(V2_CONTROLLERS)
+        except OSError as exc:
+            problems.append(f"{parent}/cgroup.subtree_control: {exc.strerror}")
+    return "; ".join(problems)
+
+
 def unavailable_reason() -> str:
     """Why node cgroups cannot be used here ("" when they can)."""
     if os.geteuid() != 0:

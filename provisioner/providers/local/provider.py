@@ -106,6 +106,12 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
         net_note = network.unavailable_reason() if in_namespace else names.SHARED_NETWORK_NOTE
         cg_note = cgroups.unavailable_reason() if in_namespace else names.NO_CGROUPS_NOTE
         state.provider_data["cgroups"] = not cg_note
+        if cgroups.v2_without_systemd():
+            state.provider_data["cgroup_ignore_systemd"] = True
+            if os.geteuid() == 0:
+                problem = cgroups.prepare_v2_without_systemd()
+                if problem:
+                    progress(f"   cgroup v2 without systemd: {problem} (slurmd may refuse to start)")
         with port_lock():
             others = [st for st in all_states() if st.name != spec.name]
             if not net_note:
@@ -224,7 +230,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
                               node_addrs=dict(addrs), nss_wrapper_lib=None if in_namespace else state.nss_wrapper_lib,
                               host_cpus=host_cpus, task_prolog=task_prolog,
                               controller_addr=ctl_addr, accounting=acct, cgroups=use_cgroups,
-                              node_subnet=net.subnet if net else None)
+                              node_subnet=net.subnet if net else None,
+                              cgroup_ignore_systemd=bool(state.provider_data.get("cgroup_ignore_systemd")))
         return Placement(
             render=render, daemon_user=state.user, munged_on=[CONTROLLER],
             config_dir=layout.etc, job_root=layout.root, job_root_in_cluster=str(layout.root),
