@@ -46,7 +46,7 @@ PASS_S = 30
 DEFAULT_SIGNAL_OFFSET = 60
 MODES = ("requeue", "cancel")
 _JOB_ID = re.compile(r"^\d+(?:[_+]\d+)?$")
-_CONFIG_LINE = re.compile(r"^(\S+)\s*=\s*(.*?)\s*$", re.M)
+_CONFIG_LINE = re.compile(r"^(\S+)[ \t]*=[ \t]*(.*?)[ \t]*$", re.M)
 
 
 # ---------------------------------------------------------------- Slurm values (pure)
@@ -404,8 +404,9 @@ def preempt(client: SlurmClient, job_id: str, cluster: str, mode: Optional[str] 
     else:
         _scancel(client, [job.job_id])
         said.append(f"cancelled it (scancel): SIGTERM to the job, SIGKILL KillWait={_kill_wait(config)} later")
-    said.append("emulated with Slurm's own commands: sacct shows it "
-                f"{'REQUEUED' if how.mode == 'REQUEUE' else 'CANCELLED'}, where Slurm's preemption shows PREEMPTED")
+    said.append("emulated with Slurm's own commands: sacct shows "
+                + ("the run REQUEUED (sacct -D)" if how.mode == "REQUEUE" else "it CANCELLED")
+                + ", where Slurm's preemption shows PREEMPTED")
     return "\n".join(said)
 
 

@@ -162,7 +162,7 @@ def test_fault_preempt_grace_signals_the_steps_then_requeues_and_the_job_resumes
     assert proc.returncode == 0, proc.stderr
     assert f"job {job}: PreemptMode=REQUEUE (from partition 'grace'), GraceTime=5 s (from partition 'grace')" \
         in proc.stdout, proc.stdout
-    assert "waiting GraceTime 5 s" in proc.stderr and "sacct shows it REQUEUED" in proc.stdout
+    assert "waiting GraceTime 5 s" in proc.stderr and "sacct shows the run REQUEUED (sacct -D)" in proc.stdout
     assert took >= 5  # the grace time was waited out before the requeue
     text = output(jobdir, job)
     # The step got the grace-time SIGTERM; the batch shell's trap only at the requeue.

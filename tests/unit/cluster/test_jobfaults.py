@@ -167,7 +167,7 @@ def test_preempt_requeues_as_the_partition_says_with_slurms_commands():
     assert ["scontrol", "requeue", "7"] in runner.calls
     assert not any(call[0] == "scancel" for call in runner.calls)  # no grace: no signal first
     assert "PreemptMode=REQUEUE (from partition 'low')" in text and "cred_expire+1 = 11 s" in text
-    assert "sacct shows it REQUEUED" in text
+    assert "sacct shows the run REQUEUED (sacct -D)" in text
 
 
 def test_preempt_with_grace_signals_the_steps_first_then_requeues(monkeypatch):
@@ -211,3 +211,9 @@ def test_a_failing_slurm_command_is_an_error_of_its_own():
     runner.answers[("scontrol", "requeue")] = (1, "", "Requested operation is presently disabled for job 7")
     with pytest.raises(SimclusterError, match="scontrol requeue 7 failed: Requested operation"):
         jobfaults.preempt(c, "7", "x")
+
+
+def test_parse_config_keeps_an_empty_value_to_its_own_line():
+    # `scontrol show config` prints "PowerPlugin             = " with nothing after it.
+    text = "PowerPlugin             = \nPreemptMode             = CANCEL\nKillWait                = 5 sec\n"
+    assert jobfaults.parse_config(text) == {"PowerPlugin": "", "PreemptMode": "CANCEL", "KillWait": "5 sec"}
