@@ -1,8 +1,8 @@
 """`simcluster verify`: prove a cluster works with real multi-node jobs.
 
 basic.py (Slurm basics), accounting.py (sacct), versions.py (release-specific behaviour),
-training.py (DDP, FSDP, DeepSpeed, Megatron) and faults.py (the faults suite) define
-checks; suites.py lists them; runner.py runs them with deadlines; report.py prints lines,
+signals.py (a job's end and preemption, moved to now), training.py (DDP, FSDP, DeepSpeed,
+Megatron) and faults.py (the faults suite) define checks; suites.py lists them; runner.py runs them with deadlines; report.py prints lines,
 a table, JSON and JUnit. A check gets a VerifyContext (context.py) over a VerifyTarget
 (targets.py: the cluster's client, spec and job-file transport), submits through
 the run's JobTracker (jobs.py) and ends with an Outcome (outcome.py). Each run's job files,

@@ -5,7 +5,8 @@ else can run and the rest is SKIP). Then the other basic checks all at once (eac
 small job; Slurm runs them side by side). The background one (the signals suite, whose
 job holds a CPU while it waits on Slurm's 30-second time-limit timer) starts when those
 are through and keeps running while the training suites run one after the other (on 2
-cores, two trainings at once are not faster).
+cores, two trainings at once are not faster); signals.checkpoint is background too, for
+the 2-2.5 minutes Slurm takes to end its job.
 """
 
 from __future__ import annotations
