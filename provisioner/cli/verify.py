@@ -20,7 +20,8 @@ def verify_options(f):
     f = click.option("--suite", "-s", default="all", show_default=True, metavar="LIST",
                      help="basic,signals,ddp,fsdp,deepspeed,megatron,faults or all (all = every suite but "
                           "faults: that one breaks the cluster on purpose, needs 'up --fast-failure' and "
-                          "takes 1-2 minutes; on other clusters its checks SKIP)")(f)
+                          "takes 1-2 minutes; on other clusters its checks SKIP; of signals, all runs "
+                          "signals.time-limit only)")(f)
     return f
 
 
@@ -77,7 +78,9 @@ def command(name, suite, as_json, junit, timeout, **where):
                  checkpoint, nodes isolated as hosts (one port on two nodes, own source
                  address, /etc/slurm, GPU devices), --mem enforced (a few seconds)
       signals    --signal=B:USR1 reaches the batch script before the time limit (up to
-                 30 s: slurmctld checks time limits every 30 s)
+                 30 s: slurmctld checks time limits every 30 s); named (--suite signals,
+                 all,signals) also a 24-hour job's checkpoint trap via fault time-limit
+                 (2-2.5 min) and a preempted job resuming from its checkpoint
       ddp        DistributedDataParallel across 2 nodes (torchrun)
       fsdp       FSDP fully_shard across 2 nodes, sharding + DCP checkpoint reload
       deepspeed  DeepSpeed ZeRO-3 across 2 nodes (srun python, no launcher)

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
 from provisioner.cluster.poll import WaitTimeout, poll_until
-from provisioner.cluster.slurm import SlurmClient, parse_oneliner
+from provisioner.cluster.slurm import SlurmClient, parse_oneliner, parse_show_config
 from provisioner.errors import SimclusterError, UsageError
 
 # slurmctld's time-limit pass: PERIODIC_TIMEOUT in slurmctld.h (22.05 and later), compiled in.
@@ -46,7 +46,6 @@ PASS_S = 30
 DEFAULT_SIGNAL_OFFSET = 60
 MODES = ("requeue", "cancel")
 _JOB_ID = re.compile(r"^\d+(?:[_+]\d+)?$")
-_CONFIG_LINE = re.compile(r"^(\S+)[ \t]*=[ \t]*(.*?)[ \t]*$", re.M)
 
 
 # ---------------------------------------------------------------- Slurm values (pure)
@@ -115,9 +114,7 @@ def new_time_limit(run_s: int, in_s: float) -> int:
     return max(1, math.ceil((run_s + in_s) / 60))
 
 
-def parse_config(text: str) -> Dict[str, str]:
-    """`scontrol show config` -> {Key: value}."""
-    return dict(_CONFIG_LINE.findall(text))
+parse_config = parse_show_config  # the one parser, in cluster/slurm.py
 
 
 def _mode_of(text: Optional[str]) -> str:

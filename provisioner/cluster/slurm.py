@@ -9,6 +9,7 @@ Timeouts follow the runner convention: rc 124, never an exception.
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
@@ -20,6 +21,16 @@ SINFO_NODE_ARGS = ["sinfo", "--noheader", "--Node", "--format=%N|%T|%E"]
 # Variables a Slurm command inherits from a job it runs in: a client started inside a job
 # (verify in CI under Slurm) must not leak that job's settings into ours.
 JOB_VARIABLE_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")
+
+
+# `scontrol show config`: "Key = value". Blanks, not \s: an empty value ("PowerPlugin = ")
+# must not take the next line as its value.
+_CONFIG_LINE = re.compile(r"^(\S+)[ \t]*=[ \t]*(.*?)[ \t]*$", re.M)
+
+
+def parse_show_config(text: str) -> Dict[str, str]:
+    """`scontrol show config` -> {Key: value}."""
+    return dict(_CONFIG_LINE.findall(text))
 
 
 class SlurmError(Exception):

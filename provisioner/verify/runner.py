@@ -39,6 +39,8 @@ class Check:
     gate: bool = False  # must pass before anything else is tried
     # Only for clusters where this holds (e.g. accounting enabled); otherwise not listed at all.
     applies: Optional[Callable[["ClusterSpec"], bool]] = None
+    # False: run only where its suite is named (--suite signals), not as part of "all".
+    in_all: bool = True
 
 
 @dataclass

@@ -14,9 +14,18 @@ SUITES = ("basic", "signals", "ddp", "fsdp", "deepspeed", "megatron", "faults")
 # "signals" is apart from "basic" because it waits for slurmctld's time-limit pass, which
 # runs every 30 s (not a setting), where the rest of basic takes a few seconds: up to 30 s
 # for signals.time-limit, 2-2.5 minutes for signals.checkpoint (a 90 s --signal offset
-# needs a 2-minute limit: Slurm keeps limits in whole minutes). In "all" its checks run
-# beside the training suites; signals.checkpoint outlasts them (verify/signals.py).
+# needs a 2-minute limit: Slurm keeps limits in whole minutes). "all" runs
+# signals.time-limit beside the training suites; signals.checkpoint and signals.preempt
+# (in_all=False) run where `signals` is named: they would make "all" 2.5 minutes, not 1.
 ALL = ("basic", "signals", "ddp", "fsdp", "deepspeed", "megatron")
+
+
+class Suites(list):
+    """Suite names in canonical order, and ``named``: those the user named (not through "all")."""
+
+    def __init__(self, names: Sequence[str], named: Sequence[str]) -> None:
+        super().__init__(names)
+        self.named = set(named)
 
 CHECKS: Sequence[Check] = (
     Check("basic.controller", "basic", basic.check_controller, "slurmctld answers (scontrol ping)", gate=True),
@@ -47,9 +56,10 @@ CHECKS: Sequence[Check] = (
           "--signal=B:USR1@N reaches the batch script before the time limit", background=True),
     Check("signals.checkpoint", "signals", signals.check_checkpoint,
           "a --time=24:00:00 --signal=B:USR1@90 job moved by fault time-limit: its trap checkpoints "
-          "and it ends TIMEOUT (2-2.5 min)", background=True),
+          "and it ends TIMEOUT (2-2.5 min)", background=True, in_all=False),
     Check("signals.preempt", "signals", signals.check_preempt,
-          "a job preempted by fault preempt (requeue) checkpoints on the signal and resumes from it"),
+          "a job preempted by fault preempt (requeue) checkpoints on the signal and resumes from it",
+          in_all=False),
     Check("ddp.train", "ddp", training.check_ddp, "DistributedDataParallel across 2 nodes"),
     Check("fsdp.train", "fsdp", training.check_fsdp, "FSDP (fully_shard) across 2 nodes, sharded, DCP checkpoint reload"),
     Check("deepspeed.zero3", "deepspeed", training.check_deepspeed, "DeepSpeed ZeRO-3 across 2 nodes"),
@@ -66,21 +76,25 @@ CHECKS: Sequence[Check] = (
 )
 
 
-def parse_suites(text: str) -> List[str]:
+def parse_suites(text: str) -> Suites:
     """'basic,ddp' or 'all' -> suite names in canonical order; unknown names are a UsageError.
     'all' is every suite but faults ('all,faults' adds it)."""
     wanted = [s.strip().lower() for s in (text or "all").split(",") if s.strip()]
     unknown = [s for s in wanted if s not in SUITES and s != "all"]
     if unknown:
         raise UsageError(f"unknown suite {', '.join(unknown)}", f"choose from {','.join(SUITES)} or all")
+    named = [s for s in wanted if s != "all"]
     if not wanted or "all" in wanted:
         wanted = [*ALL, *(s for s in wanted if s not in ALL and s != "all")]
-    return [s for s in SUITES if s in wanted]
+    return Suites([s for s in SUITES if s in wanted], named)
 
 
 def checks_for(suites: Sequence[str], spec=None) -> List[Check]:
     """The suites' checks; the controller/node gates always come first (they cost ~0.1 s
     and turn "every training job hung" into "the controller does not answer"). Checks
-    with ``applies`` join only when it holds for ``spec`` (accounting clusters)."""
+    with ``applies`` join only when it holds for ``spec`` (accounting clusters); checks not
+    ``in_all`` only where their suite was named (``suites.named``; a plain list: all named)."""
+    named = getattr(suites, "named", set(suites))
     return [c for c in CHECKS if (c.gate or c.suite in suites)
+            and (c.in_all or c.suite in named)
             and (c.applies is None or (spec is not None and c.applies(spec)))]

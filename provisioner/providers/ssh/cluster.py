@@ -13,14 +13,13 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
 from provisioner.cluster.partitions import covering_partitions
-from provisioner.cluster.slurm import SlurmClient, parse_oneliner
+from provisioner.cluster.slurm import SlurmClient, parse_oneliner, parse_show_config
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.errors import SimclusterError
 
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
 # gres.conf lines as configs/templates/gres.conf.j2 writes them.
 _GRES_LINE = re.compile(r"^\s*NodeName=(\S+)\s+Name=gpu\s+File=(\S*?nvidia(\d+))\s*$")
-_CONFIG_LINE = re.compile(r"^(\w+)\s*=\s*(.*?)\s*$", re.M)
 
 
 class ControllerUnavailable(SimclusterError):
@@ -46,9 +45,7 @@ def parse_gres_conf(text: str) -> GresGpus:
     return gpus
 
 
-def parse_config(text: str) -> Dict[str, str]:
-    """`scontrol show config` -> {Key: value}."""
-    return dict(_CONFIG_LINE.findall(text))
+parse_config = parse_show_config  # the one parser, in cluster/slurm.py
 
 
 def _int(value: Optional[str]) -> Optional[int]:

@@ -44,3 +44,9 @@ def test_client_passes_its_env_and_cwd_and_parses_sbatch():
 def test_client_reports_a_dead_controller_as_none():
     assert SlurmClient(Recorder(rc=1)).node_states() is None
     assert not SlurmClient(Recorder(rc=1)).ping()
+
+
+def test_show_config_with_an_empty_value_keeps_the_next_line_apart():
+    from provisioner.cluster.slurm import parse_show_config
+    text = "PowerParameters         = (null)\nPowerPlugin             = \nPreemptMode             = REQUEUE\n"
+    assert parse_show_config(text) == {"PowerParameters": "(null)", "PowerPlugin": "", "PreemptMode": "REQUEUE"}

@@ -39,3 +39,11 @@ def test_the_signals_suite_has_its_three_checks_and_is_in_all():
     assert names == ["basic.controller", "basic.nodes", "signals.time-limit", "signals.checkpoint", "signals.preempt"]
     assert "signals" in parse_suites("all")
     assert not {"signals.checkpoint", "signals.preempt"} & {c.name for c in checks_for(["basic"])}
+
+
+def test_all_runs_the_quick_signal_check_and_signals_named_runs_every_one():
+    quick = [c.name for c in checks_for(parse_suites("all")) if c.suite == "signals"]
+    assert quick == ["signals.time-limit"]  # "all" stays about a minute
+    named = [c.name for c in checks_for(parse_suites("all,signals")) if c.suite == "signals"]
+    assert named == ["signals.time-limit", "signals.checkpoint", "signals.preempt"]
+    assert checks_for(["signals"]) == checks_for(parse_suites("signals"))  # a plain list names them all
