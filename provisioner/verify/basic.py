@@ -340,12 +340,12 @@ def check_signal(ctx: VerifyContext) -> Outcome:
     return Outcome(f"--signal=B:USR1@{sig_time} with --time={minutes}: {got[0][4:]}")
 
 
-def check_requeue(ctx: VerifyContext) -> Outcome:
-    check = "basic.requeue"
-    limit = ctx.limit(60)
-    script = render_template("basic_requeue.sbatch", {"TIME": ctx.time_minutes(limit), "MEM": MEM})
-    # The second run reads the checkpoint the first wrote: both runs on one node.
-    job = ctx.submit(check, script, one_node(ctx.spec))
+def follow_requeued(ctx: VerifyContext, job: Submitted, limit: float) -> Tuple[str, int]:
+    """Follow a job that requeues itself (or is requeued) to its end: (final state, restarts).
+
+    Once it is pending again with its checkpoint written, it is released at once: Slurm
+    holds a requeued job back for the credential lifetime (AuthInfo cred_expire, 120 s by
+    default) before it may start again. Used by basic.requeue and signals.preempt."""
     ckpt = job.workdir / "checkpoint.txt"
     released = False
     requeued_at: Optional[float] = None  # wall clock when the job was first seen requeued
@@ -378,6 +378,16 @@ def check_requeue(ctx: VerifyContext) -> Outcome:
     if state not in final:  # timed out, or verify was interrupted
         ctx.client.scancel(job.job_id)
         raise JobError(f"timed out after {limit:.0f}s (state {state}, restarts {restarts}); cancelled it", job.output)
+    return state, restarts
+
+
+def check_requeue(ctx: VerifyContext) -> Outcome:
+    check = "basic.requeue"
+    limit = ctx.limit(60)
+    script = render_template("basic_requeue.sbatch", {"TIME": ctx.time_minutes(limit), "MEM": MEM})
+    # The second run reads the checkpoint the first wrote: both runs on one node.
+    job = ctx.submit(check, script, one_node(ctx.spec))
+    state, restarts = follow_requeued(ctx, job, limit)
     text = ctx.read(job.output)
     first = [line for line in text.splitlines() if line.startswith("FIRST RUN")]
     resumed = [line for line in text.splitlines() if line.startswith("RESUMED")]

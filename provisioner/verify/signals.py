@@ -30,7 +30,7 @@ from provisioner.cluster.partitions import covering_partitions
 from provisioner.cluster.wait import WaitTimeout, poll_until
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import SimclusterError
-from provisioner.verify.basic import MEM, one_node, parse_kv, partition_line
+from provisioner.verify.basic import MEM, follow_requeued, one_node, parse_kv, partition_line
 from provisioner.verify.context import Submitted, VerifyContext, render_template
 from provisioner.verify.jobs import JobError
 from provisioner.verify.outcome import CheckFailed, Outcome
@@ -144,7 +144,7 @@ def check_preempt(ctx: VerifyContext) -> Outcome:
     why = (f"as configured ({configured.mode_from})" if mode is None
            else f"with --mode requeue (PreemptMode {configured.mode} from {configured.mode_from})")
     preempted = _fault(ctx, job, lambda: jobfaults.preempt(ctx.client, job.job_id, ctx.target.name, mode))
-    state, restarts = _requeued_and_ended(ctx, job, limit + configured.grace_s)
+    state, restarts = follow_requeued(ctx, job, limit + configured.grace_s)
     text = ctx.read(job.output)
     saved = [parse_kv(line) for line in text.splitlines() if line.startswith("CHECKPOINT ")]
     resumed = [parse_kv(line) for line in text.splitlines() if line.startswith("RESUMED ")]
@@ -157,39 +157,3 @@ def check_preempt(ctx: VerifyContext) -> Outcome:
     return Outcome(f"job {job.job_id} preempted {why}: checkpointed count={saved[-1]['count']} on "
                    f"SIG{saved[-1].get('signal')}, requeued, resumed from it (SLURM_RESTART_COUNT=1)",
                    output=job.output, data={"preempt": preempted})
-
-
-def _requeued_and_ended(ctx: VerifyContext, job: Submitted, limit: float) -> Tuple[str, int]:
-    """Follow the requeued job to its end, releasing it once it is pending again (as
-    basic.requeue does: Slurm holds a requeued job for the credential lifetime, 120 s by
-    default, and a requeue by `scontrol requeue` leaves nothing behind that a second run
-    could meet). Not within the second of the requeue: slurmd refuses a job whose
-    credential is not newer, in whole seconds, than the kill."""
-    ckpt = job.workdir / "checkpoint.txt"
-    released = False
-    requeued_at: Optional[float] = None
-    state, restarts = "?", 0
-    final = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL")
-
-    def ended() -> Tuple[bool, str]:
-        nonlocal state, restarts, released, requeued_at
-        if ctx.tracker.stopped:
-            return True, state
-        info = ctx.client.show_job(job.job_id)
-        state, restarts = info.get("JobState", "?"), int(info.get("Restarts", "0") or 0)
-        if state in final:
-            return True, state
-        if not released and state == "PENDING" and restarts >= 1 and ctx.files.exists(ckpt):
-            requeued_at = requeued_at or time.time()
-            if time.time() >= int(requeued_at) + 1.1:
-                ctx.client.run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"], timeout=10)
-                released = True
-        return False, state
-    try:
-        poll_until(ended, limit, first_delay=0.25, max_delay=0.25)
-    except WaitTimeout:
-        pass
-    if state not in final:
-        ctx.client.scancel(job.job_id)
-        raise JobError(f"timed out after {limit:.0f}s (state {state}, restarts {restarts}); cancelled it", job.output)
-    return state, restarts
