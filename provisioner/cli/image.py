@@ -13,7 +13,7 @@ from provisioner.errors import UsageError
 
 @click.group("image")
 def command():
-    """Build the docker backend's node image."""
+    """Build the docker backend's node image; import docker images as squashfs files for containers."""
 
 
 @command.command("build")
@@ -40,3 +40,21 @@ def build(train, offline, no_cache, slurm):
     tag = build_image(lambda m: print(m, file=sys.stderr, flush=True), train=train, offline=offline,
                       no_cache=no_cache, slurm=release)
     click.echo(f"built {tag} (Slurm {installed_slurm(tag)}) in {time.monotonic() - t0:.1f}s")
+
+
+@command.command("import")
+@click.argument("source", metavar="dockerd://IMAGE")
+@click.option("-o", "--output", "output", required=True, metavar="FILE.sqsh",
+              help="The squashfs file to write (replaced if it exists).")
+def import_(source, output):
+    """Make a squashfs file of a docker engine image, for --container-image (like `enroot import`).
+
+    The image's file system and its ENV (in /etc/environment, where enroot keeps it);
+    nothing is pulled: the image must be in this machine's docker engine.
+    """
+    from pathlib import Path
+
+    from provisioner.cluster.containers import import_image
+    t0 = time.monotonic()
+    out = import_image(source, Path(output))
+    click.echo(f"imported {source} to {out} ({out.stat().st_size / 2**20:.0f} MiB) in {time.monotonic() - t0:.1f}s")

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
-from provisioner.cluster import accounting, fakegpus
+from provisioner.cluster import accounting, containers, fakegpus
 from provisioner.cluster.capabilities import Machines
 from provisioner.cluster.placement import CONTROLLER, NODE_TOKEN, NodePaths, Placement
 from provisioner.cluster.poll import WaitTimeout, poll_until
@@ -225,13 +225,16 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
         # Clusters made before this choice was recorded keep their TaskProlog.
         task_prolog = init is None or state.provider_data.get("task_prolog", True)
         host_cpus = len(os.sched_getaffinity(0))
+        # pyxis's container options where this host can run the plugin (cluster/containers.py).
+        no_containers = containers.unavailable_reason(os.geteuid() == 0, in_namespace, host_slurm_version())
         render = RenderInputs(paths=NodePaths.of_layout(layout), hostname=state.hostname, slurm_user=state.user,
                               controller_port=state.controller_port, node_ports=dict(state.node_ports),
                               node_addrs=dict(addrs), nss_wrapper_lib=None if in_namespace else state.nss_wrapper_lib,
                               host_cpus=host_cpus, task_prolog=task_prolog,
                               controller_addr=ctl_addr, accounting=acct, cgroups=use_cgroups,
                               node_subnet=net.subnet if net else None,
-                              cgroup_ignore_systemd=bool(state.provider_data.get("cgroup_ignore_systemd")))
+                              cgroup_ignore_systemd=bool(state.provider_data.get("cgroup_ignore_systemd")),
+                              containers_plugin=None if no_containers else str(containers.PLUGIN_PATH))
         return Placement(
             render=render, daemon_user=state.user, munged_on=[CONTROLLER],
             config_dir=layout.etc, job_root=layout.root, job_root_in_cluster=str(layout.root),

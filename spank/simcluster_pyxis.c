@@ -1,0 +1,519 @@
+/*
+ * simcluster_pyxis: pyxis-compatible container options for simcluster's clusters.
+ *
+ * A SPANK plugin (docs/containers.md). It registers pyxis's option names for srun, sbatch
+ * and salloc and runs each task of a step that names --container-image inside a container
+ * made from a squashfs image (enroot's format), without enroot:
+ *
+ *  - once per step and node (slurm_spank_init_post_opt, slurmstepd, as root): the image is
+ *    unpacked once per cluster into <state>/images/<key> (unsquashfs, under a lock, shared by
+ *    every node of the host), and the step's root file system is an overlay of it with a
+ *    writable upper directory of its own, <state>/data/<job>.<step>.<node>; a named
+ *    container (--container-name) keeps its upper directory, <state>/data/<job>.name.<name>.<node>,
+ *    so later steps of the job on that node see what earlier ones wrote;
+ *  - per task (slurm_spank_task_init_privileged, as root): a private mount namespace with
+ *    /proc, the node's /dev and /sys, /etc/hosts, the --container-mounts and the home
+ *    directory mounted in the root file system, pivot_root into it, chdir to the workdir;
+ *  - per task after Slurm dropped to the user (slurm_spank_task_init): --container-remap-root
+ *    maps the user to uid 0 in a user namespace of its own, as enroot does;
+ *  - the step's overlay is unmounted at its end (slurm_spank_exit), its upper directory
+ *    removed unless named; named containers go at the end of the job (slurm_spank_job_epilog).
+ *
+ * Plugin arguments (plugstack.conf): state_dir=DIR (required: where images and containers live).
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <limits.h>
+#include <pwd.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/file.h>
+#include <sys/mount.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <slurm/spank.h>
+
+SPANK_PLUGIN(simcluster_pyxis, 1);
+
+#define MAX_MOUNTS 64
+
+static struct {
+    char *image, *mounts, *workdir, *name, *env;
+    int remap_root;   /* 1 / 0 */
+    int mount_home;   /* 1 / 0 */
+    int writable;     /* 1 / 0 */
+} opt = {NULL, NULL, NULL, NULL, NULL, 0, 0, 1};
+
+static char state_dir[PATH_MAX];
+static char step_dir[PATH_MAX];   /* <state>/data/<container id> */
+static char rootfs[PATH_MAX];     /* step_dir/root: the container's root file system */
+static int step_mounted;          /* the overlay is ours to unmount at the step's end */
+static char task_dir[PATH_MAX];   /* where the task starts inside the container */
+
+static int set_str(char **dst, const char *val)
+{
+    free(*dst);
+    *dst = strdup(val ? val : "");
+    return *dst ? 0 : -1;
+}
+
+static int cb_image(int v, const char *o, int r) { return set_str(&opt.image, o); }
+static int cb_mounts(int v, const char *o, int r) { return set_str(&opt.mounts, o); }
+static int cb_workdir(int v, const char *o, int r) { return set_str(&opt.workdir, o); }
+static int cb_name(int v, const char *o, int r) { return set_str(&opt.name, o); }
+static int cb_env(int v, const char *o, int r) { return set_str(&opt.env, o); }
+static int cb_flag(int v, const char *o, int r)
+{
+    switch (v) {
+    case 1: opt.remap_root = 1; break;
+    case 2: opt.remap_root = 0; break;
+    case 3: opt.mount_home = 1; break;
+    case 4: opt.mount_home = 0; break;
+    case 5: opt.writable = 1; break;
+    case 6: opt.writable = 0; break;
+    }
+    return 0;
+}
+
+struct spank_option spank_options[] = {
+    {"container-image", "[dockerd://]IMAGE|PATH.sqsh",
+     "[simcluster] the image of the container: a squashfs file (simcluster image import makes one)", 1, 0, cb_image},
+    {"container-mounts", "SRC:DST[:ro][,SRC:DST...]", "[simcluster] bind mount[s] inside the container", 1, 0,
+     cb_mounts},
+    {"container-workdir", "PATH", "[simcluster] working directory inside the container", 1, 0, cb_workdir},
+    {"container-name", "NAME", "[simcluster] a container that later steps of the job reuse, with its changes", 1, 0,
+     cb_name},
+    {"container-env", "NAME[,NAME...]", "[simcluster] variables whose host value wins over the image's", 1, 0, cb_env},
+    {"container-remap-root", NULL, "[simcluster] be uid 0 inside the container", 0, 1, cb_flag},
+    {"no-container-remap-root", NULL, "[simcluster] keep your uid inside the container (default)", 0, 2, cb_flag},
+    {"container-mount-home", NULL, "[simcluster] bind mount your home directory", 0, 3, cb_flag},
+    {"no-container-mount-home", NULL, "[simcluster] do not bind mount your home directory (default)", 0, 4, cb_flag},
+    {"container-writable", NULL, "[simcluster] a writable container file system (default)", 0, 5, cb_flag},
+    {"container-readonly", NULL, "[simcluster] a read-only container file system", 0, 6, cb_flag},
+    SPANK_OPTIONS_TABLE_END};
+
+static int parse_args(int ac, char **av)
+{
+    for (int i = 0; i < ac; i++)
+        if (strncmp(av[i], "state_dir=", 10) == 0)
+            snprintf(state_dir, sizeof(state_dir), "%s", av[i] + 10);
+    /* Paths below it are built in PATH_MAX buffers: a short state_dir leaves room for them. */
+    if (!state_dir[0] || strlen(state_dir) > 1024) {
+        slurm_error("simcluster_pyxis: plugstack.conf gives no state_dir=DIR (of at most 1024 characters)");
+        return -1;
+    }
+    return 0;
+}
+
+/* mkdir -p */
+static int mkdirs(const char *path, mode_t mode)
+{
+    char buf[PATH_MAX];
+    snprintf(buf, sizeof(buf), "%s", path);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = 0;
+        if (mkdir(buf, mode) && errno != EEXIST)
+            return -1;
+        *p = '/';
+    }
+    if (mkdir(buf, mode) && errno != EEXIST)
+        return -1;
+    return 0;
+}
+
+static int run(char *const argv[])
+{
+    pid_t pid = fork();
+    int status;
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        if (null >= 0)
+            dup2(null, 1);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    if (waitpid(pid, &status, 0) < 0)
+        return -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int rm_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw)
+{
+    return remove(path) && errno != ENOENT ? -1 : 0;
+}
+
+/* rm -rf that never crosses into a mount (a leftover bind stays untouched). */
+static int remove_tree(const char *path)
+{
+    if (access(path, F_OK))
+        return 0;
+    return nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
+}
+
+/* A squashfs file that exists; image URIs get the command that makes one. */
+static int check_image(const char *image)
+{
+    struct stat st;
+    if (strstr(image, "://")) {
+        slurm_error("simcluster_pyxis: --container-image=%s: image URIs are not supported yet; "
+                    "make a squashfs file with: simcluster image import %s -o FILE.sqsh", image, image);
+        return -1;
+    }
+    if (stat(image, &st) || !S_ISREG(st.st_mode)) {
+        slurm_error("simcluster_pyxis: --container-image=%s: no such squashfs file", image);
+        return -1;
+    }
+    return 0;
+}
+
+/* The unpacked image, made once per cluster: <state>/images/<size>-<mtime>-<inode>. */
+static int unpack_image(const char *image, char *out, size_t outlen)
+{
+    struct stat st;
+    char dir[PATH_MAX], tmp[PATH_MAX], lock[PATH_MAX];
+    if (check_image(image) || stat(image, &st))
+        return -1;
+    snprintf(dir, sizeof(dir), "%s/images", state_dir);
+    if (mkdirs(dir, 0755))
+        return -1;
+    snprintf(out, outlen, "%s/images/%llx-%llx-%llx", state_dir, (unsigned long long)st.st_size,
+             (unsigned long long)st.st_mtime, (unsigned long long)st.st_ino);
+    snprintf(lock, sizeof(lock), "%s.lock", out);
+    int fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (fd < 0 || flock(fd, LOCK_EX)) {
+        slurm_error("simcluster_pyxis: cannot lock %s: %m", lock);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    int rc = 0;
+    if (access(out, F_OK)) {  /* not unpacked yet: another node may have done it meanwhile */
+        snprintf(tmp, sizeof(tmp), "%s.tmp", out);
+        remove_tree(tmp);
+        char *argv[] = {"unsquashfs", "-no-progress", "-quiet", "-d", tmp, (char *)image, NULL};
+        if (run(argv) != 0 || rename(tmp, out)) {
+            slurm_error("simcluster_pyxis: unsquashfs %s failed: is it a squashfs file?", image);
+            remove_tree(tmp);
+            rc = -1;
+        }
+    }
+    close(fd);
+    return rc;
+}
+
+static int get_u32(spank_t sp, spank_item_t item, uint32_t *v)
+{
+    return spank_get_item(sp, item, v) == ESPANK_SUCCESS ? 0 : -1;
+}
+
+/* Once per step and node, in slurmstepd as root: the container's root file system. */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    char image_dir[PATH_MAX], upper[PATH_MAX], work[PATH_MAX], data[PATH_MAX + 16 * 3];
+    uint32_t job, step, node;
+    if (!opt.image || !opt.image[0])
+        return 0;
+    if (parse_args(ac, av))
+        return -1;
+    if (!spank_remote(sp)) {
+        /* srun, sbatch, salloc: a wrong image is the user's one line before anything starts;
+         * srun also unpacks it here, on the nodes' host (the cache is the cluster's) where
+         * its user may write there, so that the step itself only mounts. */
+        if (spank_context() == S_CTX_LOCAL && access(state_dir, W_OK) == 0)
+            return unpack_image(opt.image, image_dir, sizeof(image_dir));
+        return check_image(opt.image);
+    }
+    if (get_u32(sp, S_JOB_ID, &job) || get_u32(sp, S_JOB_STEPID, &step) || get_u32(sp, S_JOB_NODEID, &node))
+        return -1;
+    if (opt.name && opt.name[0]) {
+        if (strchr(opt.name, '/') || opt.name[0] == '.') {
+            slurm_error("simcluster_pyxis: --container-name=%s: a name may not hold '/' or start with '.'", opt.name);
+            return -1;
+        }
+        snprintf(step_dir, sizeof(step_dir), "%s/data/%u.name.%s.%u", state_dir, job, opt.name, node);
+    } else {
+        snprintf(step_dir, sizeof(step_dir), "%s/data/%u.%u.%u", state_dir, job, step, node);
+    }
+    if (unpack_image(opt.image, image_dir, sizeof(image_dir)))
+        return -1;
+    snprintf(upper, sizeof(upper), "%s/upper", step_dir);
+    snprintf(work, sizeof(work), "%s/work", step_dir);
+    snprintf(rootfs, sizeof(rootfs), "%s/root", step_dir);
+    remove_tree(work);  /* overlayfs's scratch space; a volatile mount refuses a used one */
+    if (mkdirs(upper, 0755) || mkdirs(work, 0755) || mkdirs(rootfs, 0755)) {
+        slurm_error("simcluster_pyxis: cannot make %s: %m", step_dir);
+        return -1;
+    }
+    /* volatile (Linux 5.10+): no sync of the upper file system at unmount, which at the
+     * step's end could take as long as writing back everything on that disk (a freshly
+     * unpacked image), while the next srun of the job waits for the step's resources.
+     * A container lives no longer than its job, so nothing needs to survive a crash. */
+    snprintf(data, sizeof(data), "lowerdir=%s,upperdir=%s,workdir=%s,volatile", image_dir, upper, work);
+    int rc = mount("overlay", rootfs, "overlay", 0, data);
+    if (rc && errno == EINVAL) {  /* an older kernel: without volatile */
+        *strrchr(data, ',') = 0;
+        rc = mount("overlay", rootfs, "overlay", 0, data);
+    }
+    if (rc) {
+        slurm_error("simcluster_pyxis: overlay mount of %s failed: %m (the state directory must be on a "
+                    "file system overlayfs accepts as upper, e.g. ext4 or xfs)", rootfs);
+        return -1;
+    }
+    step_mounted = 1;
+    return 0;
+}
+
+static int bind(const char *src, const char *dst_in_root, int flags)
+{
+    char dst[PATH_MAX];
+    struct stat st;
+    snprintf(dst, sizeof(dst), "%s%s", rootfs, dst_in_root);
+    if (stat(src, &st)) {
+        slurm_error("simcluster_pyxis: mount source %s does not exist on this node", src);
+        return -1;
+    }
+    if (S_ISDIR(st.st_mode)) {
+        if (mkdirs(dst, 0755)) {
+            slurm_error("simcluster_pyxis: cannot make %s in the container: %m", dst_in_root);
+            return -1;
+        }
+    } else if (access(dst, F_OK)) {
+        char parent[PATH_MAX];
+        snprintf(parent, sizeof(parent), "%s", dst);
+        *strrchr(parent, '/') = 0;
+        int fd = (mkdirs(parent, 0755) == 0) ? open(dst, O_CREAT | O_WRONLY | O_CLOEXEC, 0644) : -1;
+        if (fd < 0) {
+            slurm_error("simcluster_pyxis: cannot make %s in the container: %m", dst_in_root);
+            return -1;
+        }
+        close(fd);
+    }
+    if (mount(src, dst, NULL, MS_BIND | MS_REC, NULL)) {
+        slurm_error("simcluster_pyxis: bind mount %s on %s failed: %m", src, dst_in_root);
+        return -1;
+    }
+    if ((flags & MS_RDONLY) && mount(NULL, dst, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL)) {
+        slurm_error("simcluster_pyxis: read-only remount of %s failed: %m", dst_in_root);
+        return -1;
+    }
+    return 0;
+}
+
+/* --container-mounts=SRC:DST[:FLAGS],... (FLAGS: ro, rw, and pyxis's '+'-joined others, ignored). */
+static int user_mounts(const char *spec)
+{
+    char *copy = strdup(spec), *save = NULL;
+    int rc = 0;
+    for (char *item = strtok_r(copy, ",", &save); item && !rc; item = strtok_r(NULL, ",", &save)) {
+        char *src = item, *dst = strchr(item, ':'), *flags = NULL;
+        if (dst) {
+            *dst++ = 0;
+            flags = strchr(dst, ':');
+            if (flags)
+                *flags++ = 0;
+        } else {
+            dst = src;  /* SRC alone: the same path inside */
+        }
+        if (src[0] != '/' || dst[0] != '/') {
+            slurm_error("simcluster_pyxis: --container-mounts: '%s' needs absolute paths SRC:DST[:ro]", item);
+            rc = -1;
+            break;
+        }
+        int ro = 0;
+        if (flags) {
+            char *fsave = NULL;
+            for (char *f = strtok_r(flags, "+", &fsave); f; f = strtok_r(NULL, "+", &fsave))
+                ro |= strcmp(f, "ro") == 0;
+        }
+        rc = bind(src, dst, ro ? MS_RDONLY : 0);
+    }
+    free(copy);
+    return rc;
+}
+
+/* The image's /etc/environment (written by simcluster image import from the image's ENV,
+ * as enroot does) overrides the task's variables except those --container-env names. */
+static void image_environment(spank_t sp)
+{
+    char path[PATH_MAX], line[8192];
+    snprintf(path, sizeof(path), "%s/etc/environment", rootfs);
+    FILE *fh = fopen(path, "r");
+    if (!fh)
+        return;
+    while (fgets(line, sizeof(line), fh)) {
+        line[strcspn(line, "\n")] = 0;
+        char *eq = strchr(line, '=');
+        if (!eq || line[0] == '#' || eq == line)
+            continue;
+        *eq = 0;
+        char *val = eq + 1;
+        size_t n = strlen(val);
+        if (n >= 2 && val[0] == '"' && val[n - 1] == '"') {
+            val[n - 1] = 0;
+            val++;
+        }
+        int keep = 0;
+        if (opt.env) {
+            char *copy = strdup(opt.env), *save = NULL;
+            for (char *v = strtok_r(copy, ",", &save); v; v = strtok_r(NULL, ",", &save))
+                if (strcmp(v, line) == 0)
+                    keep = 1;
+            free(copy);
+        }
+        if (!keep)
+            spank_setenv(sp, line, val, 1);
+    }
+    fclose(fh);
+}
+
+/* Per task, as root, before Slurm drops to the user: into the container. */
+int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
+{
+    char cwd[PATH_MAX] = "/", path[PATH_MAX];
+    uid_t uid;
+    if (!opt.image || !opt.image[0] || !rootfs[0])
+        return 0;
+    if (!getcwd(cwd, sizeof(cwd)))
+        snprintf(cwd, sizeof(cwd), "/");
+    if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
+        slurm_error("simcluster_pyxis: private mount namespace: %m");
+        return -1;
+    }
+    /* The root must be a mount point of this namespace for pivot_root and the read-only remount. */
+    if (mount(rootfs, rootfs, NULL, MS_BIND, NULL)) {
+        slurm_error("simcluster_pyxis: bind %s: %m", rootfs);
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s/proc", rootfs);
+    mkdirs(path, 0555);
+    if (mount("proc", path, "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, NULL)) {
+        slurm_error("simcluster_pyxis: mount /proc: %m");
+        return -1;
+    }
+    /* The node's /dev (fake GPU device files, /dev/nvidia* on a real GPU machine) and /sys. */
+    if (bind("/dev", "/dev", 0) || bind("/sys", "/sys", 0))
+        return -1;
+    if (access("/etc/hosts", F_OK) == 0 && bind("/etc/hosts", "/etc/hosts", 0))
+        return -1;  /* the node's names, so srun and MPI inside resolve the cluster's nodes */
+    if (opt.mounts && opt.mounts[0] && user_mounts(opt.mounts))
+        return -1;
+    if (opt.mount_home && spank_get_item(sp, S_JOB_UID, &uid) == ESPANK_SUCCESS) {
+        struct passwd *pw = getpwuid(uid);
+        if (pw && pw->pw_dir && pw->pw_dir[0] == '/' && bind(pw->pw_dir, pw->pw_dir, 0))
+            return -1;
+    }
+    if (!opt.writable && mount(NULL, rootfs, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL)) {
+        slurm_error("simcluster_pyxis: read-only remount of the container: %m");
+        return -1;
+    }
+    image_environment(sp);
+    if (chdir(rootfs) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) || chdir("/")) {
+        slurm_error("simcluster_pyxis: pivot_root into %s: %m", rootfs);
+        return -1;
+    }
+    /* Slurm changes to the job's directory after this hook, and complains where it is
+     * missing: the task starts in --container-workdir, else in the job's directory where
+     * the image has it, else in / (slurm_spank_task_init). */
+    if (opt.workdir && opt.workdir[0]) {
+        snprintf(task_dir, sizeof(task_dir), "%s", opt.workdir);
+        if (access(task_dir, F_OK) && mkdirs(task_dir, 0755)) {
+            slurm_error("simcluster_pyxis: --container-workdir=%s: cannot make it in the container: %m", task_dir);
+            return -1;
+        }
+    } else {
+        snprintf(task_dir, sizeof(task_dir), "%s", access(cwd, F_OK) == 0 ? cwd : "/");
+    }
+    /* An empty stand-in for the job's directory (in this container's own upper layer)
+     * spares the task Slurm's "couldn't chdir" message; the task still starts in task_dir. */
+    if (access(cwd, F_OK) && opt.writable)
+        (void)mkdirs(cwd, 0755);
+    return 0;
+}
+
+static int write_file(const char *path, const char *text)
+{
+    int fd = open(path, O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    ssize_t n = write(fd, text, strlen(text));
+    close(fd);
+    return n == (ssize_t)strlen(text) ? 0 : -1;
+}
+
+/* Per task, as the user: --container-remap-root maps the user to 0 in a user namespace. */
+int slurm_spank_task_init(spank_t sp, int ac, char **av)
+{
+    char map[64];
+    uid_t uid = getuid();
+    gid_t gid = getgid();
+    if (!opt.image || !opt.image[0] || !rootfs[0])
+        return 0;
+    if (chdir(task_dir)) {
+        slurm_error("simcluster_pyxis: cannot change to %s inside the container: %m", task_dir);
+        return -1;
+    }
+    if (!opt.remap_root || uid == 0)
+        return 0;
+    if (unshare(CLONE_NEWUSER)) {
+        slurm_error("simcluster_pyxis: --container-remap-root: user namespace: %m");
+        return -1;
+    }
+    snprintf(map, sizeof(map), "0 %u 1\n", uid);
+    if (write_file("/proc/self/uid_map", map) || write_file("/proc/self/setgroups", "deny") ||
+        (snprintf(map, sizeof(map), "0 %u 1\n", gid), write_file("/proc/self/gid_map", map))) {
+        slurm_error("simcluster_pyxis: --container-remap-root: uid/gid map: %m");
+        return -1;
+    }
+    return 0;
+}
+
+/* The step's end, in slurmstepd: its overlay goes; an unnamed container's directory too. */
+int slurm_spank_exit(spank_t sp, int ac, char **av)
+{
+    if (!spank_remote(sp) || !step_mounted)
+        return 0;
+    if (umount2(rootfs, MNT_DETACH))
+        slurm_error("simcluster_pyxis: unmount %s: %m", rootfs);
+    step_mounted = 0;
+    if (!(opt.name && opt.name[0]))
+        remove_tree(step_dir);
+    return 0;
+}
+
+/* The job's end, on each node: its named containers go. */
+int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
+{
+    char dir[PATH_MAX], prefix[32], path[PATH_MAX + 256];
+    uint32_t job;
+    if (parse_args(ac, av) || get_u32(sp, S_JOB_ID, &job))
+        return 0;
+    snprintf(dir, sizeof(dir), "%s/data", state_dir);
+    snprintf(prefix, sizeof(prefix), "%u.", job);
+    DIR *d = opendir(dir);
+    if (!d)
+        return 0;
+    for (struct dirent *e; (e = readdir(d));) {
+        if (strncmp(e->d_name, prefix, strlen(prefix)))
+            continue;
+        snprintf(path, sizeof(path), "%s/%s/root", dir, e->d_name);
+        umount2(path, MNT_DETACH);  /* a step killed before its exit hook */
+        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+        remove_tree(path);
+    }
+    closedir(d);
+    return 0;
+}
