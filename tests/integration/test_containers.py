@@ -1,0 +1,162 @@
+"""pyxis's container options on a 2-node local cluster (as root, plugin built).
+
+A squashfs image made by `simcluster image import dockerd://...` (or, where this machine
+has no docker image, by mksquashfs from a directory of this host's programs); one batch job
+whose steps run in containers on both nodes: the mounts, the workdir, a named container a
+later step reuses, remap-root, a read-only mount, a fresh unnamed container; after the job,
+nothing of the containers is mounted on the nodes and their directories are gone.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from provisioner.cluster import containers
+from provisioner.config.versions import host_slurm_version
+from tests.conftest import daemons_under, run_cli
+from tests.integration.test_local_cluster import wait_job, write_job
+
+_UNAVAILABLE = containers.unavailable_reason(True, True, host_slurm_version())
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.skipif(os.geteuid() != 0, reason="container jobs need the local backend run as root"),
+    pytest.mark.skipif(bool(_UNAVAILABLE), reason=_UNAVAILABLE),
+    pytest.mark.skipif(shutil.which("mksquashfs") is None, reason="no mksquashfs: make setup-containers"),
+]
+
+DOCKER_IMAGES = ("simcluster/base:bookworm", "simcluster/node:0.1.0")
+PROGRAMS = ("bash", "cat", "ls", "id", "touch", "stat", "hostname", "grep")
+
+
+def _docker_image() -> str:
+    """An image of this machine's docker engine to import, or "" where there is none."""
+    if shutil.which("docker") is None:
+        return ""
+    for image in DOCKER_IMAGES:
+        if subprocess.run(["docker", "image", "inspect", image], capture_output=True).returncode == 0:
+            return image
+    return ""
+
+
+def _tiny_rootfs(root: Path) -> None:
+    """A root file system of a few of this host's programs and the libraries they load."""
+    libs = set()
+    for prog in PROGRAMS:
+        path = shutil.which(prog)
+        dest = root / "usr" / "bin" / prog
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest)
+        out = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+        libs.update(tok for tok in out.split() if tok.startswith("/"))
+    for lib in libs:
+        dest = root / lib.lstrip("/")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(os.path.realpath(lib), dest)
+    (root / "bin").symlink_to("usr/bin")
+    (root / "etc").mkdir()
+    (root / "etc" / "os-release").write_text('ID=simcluster-tiny\nPRETTY_NAME="simcluster tiny"\n')
+    for d in ("tmp", "proc", "dev", "sys"):
+        (root / d).mkdir()
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory) -> Path:
+    """The .sqsh file the jobs run in."""
+    out = tmp_path_factory.mktemp("image") / "image.sqsh"
+    docker_image = _docker_image()
+    if docker_image:
+        proc = run_cli(["image", "import", f"dockerd://{docker_image}", "-o", str(out)], out.parent,
+                       check=True, timeout=600)
+        assert f"imported dockerd://{docker_image} to {out}" in proc.stdout
+    else:
+        root = out.parent / "rootfs"
+        _tiny_rootfs(root)
+        subprocess.run(["mksquashfs", str(root), str(out), "-noappend", "-quiet", "-no-progress"], check=True)
+    return out
+
+
+def _container_mounts(c) -> list:
+    """Lines of the cluster's daemons' mount tables that name its containers directory."""
+    needle = str(c.root / containers.CONTAINERS_DIR)
+    lines = []
+    for entry in daemons_under(c.root):
+        pid = entry.split(":", 1)[0]
+        try:
+            lines += [ln for ln in Path(f"/proc/{pid}/mountinfo").read_text().splitlines() if needle in ln]
+        except OSError:
+            continue
+    return lines
+
+
+def test_steps_run_in_containers_on_both_nodes(make_cluster, image, tmp_path):
+    c = make_cluster("--nodes", "2")
+    assert "PlugStackConfig=" in c.slurm_conf.read_text()
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "from-host.txt").write_text("hello\n")
+    img = f"--container-image={image}"
+    script = write_job(tmp_path / "cont.sh", textwrap.dedent(f"""\
+        set -u
+        echo "== fs"
+        srun -N2 --ntasks-per-node=1 {img} --container-mounts={data}:/data --container-workdir=/data \\
+            bash -c 'echo "$(hostname) $(stat -f -c %T /) $(pwd) $(ls)"'
+        echo "== named"
+        srun -N2 --ntasks-per-node=1 {img} --container-name=keep bash -c 'echo "written by $SLURM_NODEID" > /kept'
+        srun -N2 --ntasks-per-node=1 {img} --container-name=keep bash -c 'echo "$(hostname) $(cat /kept)"'
+        echo "== unnamed"
+        srun -N1 {img} bash -c 'cat /kept 2>/dev/null || echo fresh'
+        echo "== remap"
+        srun -N2 --ntasks-per-node=1 {img} --container-remap-root id -u
+        echo "== ro"
+        srun -N1 {img} --container-mounts={data}:/data:ro touch /data/new 2>/dev/null || echo read-only
+        echo "== end"
+        """))
+    # srun's own messages (e.g. a step waiting for the previous one's resources) go to err.txt.
+    job = c.run(["sbatch", "--parsable", "-N2", "-o", str(tmp_path / "out.txt"), "-e", str(tmp_path / "err.txt"),
+                 str(script)]).stdout.strip()
+    assert wait_job(c, job, timeout=300) == "COMPLETED", (tmp_path / "out.txt").read_text()
+    out = (tmp_path / "out.txt").read_text()
+    sections = dict(part.split("\n", 1) for part in out.split("== ")[1:])
+    fs = sorted(sections["fs"].split("\n")[:2])
+    assert fs == ["node1 overlayfs /data from-host.txt", "node2 overlayfs /data from-host.txt"], out
+    assert sorted(sections["named"].split()) == sorted("node1 written by 0 node2 written by 1".split()), out
+    assert sections["unnamed"].strip() == "fresh", out
+    assert sections["remap"].split() == ["0", "0"], out
+    assert sections["ro"].strip() == "read-only", out
+    assert not (data / "new").exists()
+    # The named containers go in the job's epilog, after the job is COMPLETED.
+    deadline = time.monotonic() + 60
+    data_dir = c.root / containers.CONTAINERS_DIR / "data"
+    while any(data_dir.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not list(data_dir.iterdir())
+    assert _container_mounts(c) == []
+
+
+def test_a_missing_image_is_one_line_from_srun(make_cluster, tmp_path):
+    c = make_cluster("--nodes", "1")
+    proc = c.run(["srun", f"--container-image={tmp_path}/missing.sqsh", "true"], check=False)
+    assert proc.returncode != 0
+    assert f"--container-image={tmp_path}/missing.sqsh: no such squashfs file" in proc.stderr
+
+
+def test_the_image_environment_wins_except_container_env(make_cluster, tmp_path):
+    root = tmp_path / "rootfs"
+    _tiny_rootfs(root)
+    (root / "etc" / "environment").write_text(containers.environment_file(["FOO=from-image", "BAR=from-image"]))
+    image = tmp_path / "env.sqsh"
+    subprocess.run(["mksquashfs", str(root), str(image), "-noappend", "-quiet", "-no-progress"], check=True)
+    c = make_cluster("--nodes", "1")
+    env = {**c.env(), "FOO": "from-host", "BAR": "from-host"}
+    proc = subprocess.run(["srun", f"--container-image={image}", "--container-env=BAR", "bash", "-c",
+                           'echo "$FOO $BAR"; grep ^ID= /etc/os-release'],
+                          env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.split() == ["from-image", "from-host", "ID=simcluster-tiny"]
