@@ -41,6 +41,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <slurm/slurm.h>
 #include <slurm/spank.h>
 
 SPANK_PLUGIN(simcluster_pyxis, 1);
@@ -85,7 +86,9 @@ static int cb_flag(int v, const char *o, int r)
     return 0;
 }
 
-struct spank_option spank_options[] = {
+/* Registered by slurm_spank_init, as pyxis does: with only an exported spank_options table,
+ * sbatch answered "unrecognized option" here (Slurm 22.05). */
+static struct spank_option options[] = {
     {"container-image", "[dockerd://]IMAGE|PATH.sqsh",
      "[simcluster] the image of the container: a squashfs file (simcluster image import makes one)", 1, 0, cb_image},
     {"container-mounts", "SRC:DST[:ro][,SRC:DST...]", "[simcluster] bind mount[s] inside the container", 1, 0,
@@ -101,6 +104,14 @@ struct spank_option spank_options[] = {
     {"container-writable", NULL, "[simcluster] a writable container file system (default)", 0, 5, cb_flag},
     {"container-readonly", NULL, "[simcluster] a read-only container file system", 0, 6, cb_flag},
     SPANK_OPTIONS_TABLE_END};
+
+int slurm_spank_init(spank_t sp, int ac, char **av)
+{
+    for (struct spank_option *o = options; o->name; o++)
+        if (spank_option_register(sp, o) != ESPANK_SUCCESS)
+            return -1;
+    return 0;
+}
 
 static int parse_args(int ac, char **av)
 {
@@ -239,6 +250,12 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     }
     if (get_u32(sp, S_JOB_ID, &job) || get_u32(sp, S_JOB_STEPID, &step) || get_u32(sp, S_JOB_NODEID, &node))
         return -1;
+    /* sbatch's and salloc's options reach every srun of the job (through its environment,
+     * as Slurm passes any SPANK option); the batch script itself, the extern step and an
+     * interactive step run on the node, so `srun` and `scontrol` work in them, as the
+     * usual pyxis workflow (sbatch --container-image ... script.sh, srun inside) expects. */
+    if (step == SLURM_BATCH_SCRIPT || step == SLURM_EXTERN_CONT || step == SLURM_INTERACTIVE_STEP)
+        return 0;
     if (opt.name && opt.name[0]) {
         if (strchr(opt.name, '/') || opt.name[0] == '.') {
             slurm_error("simcluster_pyxis: --container-name=%s: a name may not hold '/' or start with '.'", opt.name);
@@ -277,7 +294,7 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     return 0;
 }
 
-static int bind(const char *src, const char *dst_in_root, int flags)
+static int bind_into(const char *src, const char *dst_in_root, int flags)
 {
     char dst[PATH_MAX];
     struct stat st;
@@ -339,7 +356,7 @@ static int user_mounts(const char *spec)
             for (char *f = strtok_r(flags, "+", &fsave); f; f = strtok_r(NULL, "+", &fsave))
                 ro |= strcmp(f, "ro") == 0;
         }
-        rc = bind(src, dst, ro ? MS_RDONLY : 0);
+        rc = bind_into(src, dst, ro ? MS_RDONLY : 0);
     }
     free(copy);
     return rc;
@@ -405,15 +422,15 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
         return -1;
     }
     /* The node's /dev (fake GPU device files, /dev/nvidia* on a real GPU machine) and /sys. */
-    if (bind("/dev", "/dev", 0) || bind("/sys", "/sys", 0))
+    if (bind_into("/dev", "/dev", 0) || bind_into("/sys", "/sys", 0))
         return -1;
-    if (access("/etc/hosts", F_OK) == 0 && bind("/etc/hosts", "/etc/hosts", 0))
+    if (access("/etc/hosts", F_OK) == 0 && bind_into("/etc/hosts", "/etc/hosts", 0))
         return -1;  /* the node's names, so srun and MPI inside resolve the cluster's nodes */
     if (opt.mounts && opt.mounts[0] && user_mounts(opt.mounts))
         return -1;
     if (opt.mount_home && spank_get_item(sp, S_JOB_UID, &uid) == ESPANK_SUCCESS) {
         struct passwd *pw = getpwuid(uid);
-        if (pw && pw->pw_dir && pw->pw_dir[0] == '/' && bind(pw->pw_dir, pw->pw_dir, 0))
+        if (pw && pw->pw_dir && pw->pw_dir[0] == '/' && bind_into(pw->pw_dir, pw->pw_dir, 0))
             return -1;
     }
     if (!opt.writable && mount(NULL, rootfs, NULL, MS_BIND | MS_REMOUNT | MS_RDONLY, NULL)) {

@@ -160,3 +160,22 @@ def test_the_image_environment_wins_except_container_env(make_cluster, tmp_path)
                           env=env, capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.split() == ["from-image", "from-host", "ID=simcluster-tiny"]
+
+
+def test_sbatch_options_reach_the_steps_not_the_batch_script(make_cluster, image, tmp_path):
+    """The usual pyxis workflow: `sbatch --container-image=... script.sh`, where the script
+    runs on the node (scontrol, srun work) and each srun inside it runs in the container."""
+    c = make_cluster("--nodes", "2")
+    data = tmp_path / "data"
+    data.mkdir()
+    script = write_job(tmp_path / "batch.sh", """\
+        echo "batch $(stat -f -c %T /) $(scontrol show hostnames "$SLURM_JOB_NODELIST" | wc -l)"
+        srun -N2 --ntasks-per-node=1 bash -c 'echo "step $(stat -f -c %T /) $(pwd)"'
+        """)
+    job = c.run(["sbatch", "--parsable", "-N2", "-o", str(tmp_path / "out.txt"), "-e", str(tmp_path / "err.txt"),
+                 f"--container-image={image}", "--no-container-mount-home", "--container-remap-root",
+                 f"--container-mounts={data}:/data", "--container-workdir=/data", str(script)]).stdout.strip()
+    assert wait_job(c, job, timeout=300) == "COMPLETED", (tmp_path / "err.txt").read_text()
+    lines = (tmp_path / "out.txt").read_text().splitlines()
+    assert lines[0].startswith("batch ") and "overlayfs" not in lines[0] and lines[0].endswith(" 2"), lines
+    assert sorted(lines[1:]) == ["step overlayfs /data", "step overlayfs /data"], lines

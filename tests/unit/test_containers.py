@@ -88,5 +88,5 @@ def test_the_plugin_compiles_without_warnings(tmp_path):
     assert proc.returncode == 0, proc.stderr
     syms = subprocess.run(["nm", "-D", str(tmp_path / "p.so")], capture_output=True, text=True).stdout
     for hook in ("slurm_spank_init_post_opt", "slurm_spank_task_init_privileged", "slurm_spank_task_init",
-                 "slurm_spank_exit", "slurm_spank_job_epilog", "spank_options"):
+                 "slurm_spank_exit", "slurm_spank_job_epilog", "slurm_spank_init"):
         assert f" {hook}\n" in syms
