@@ -60,6 +60,7 @@ static char step_dir[PATH_MAX];   /* <state>/data/<container id> */
 static char rootfs[PATH_MAX];     /* step_dir/root: the container's root file system */
 static int step_mounted;          /* the overlay is ours to unmount at the step's end */
 static char task_dir[PATH_MAX];   /* where the task starts inside the container */
+static int is_batch;              /* the batch step: its script is mounted in the container */
 
 static int set_str(char **dst, const char *val)
 {
@@ -250,12 +251,12 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     }
     if (get_u32(sp, S_JOB_ID, &job) || get_u32(sp, S_JOB_STEPID, &step) || get_u32(sp, S_JOB_NODEID, &node))
         return -1;
-    /* sbatch's and salloc's options reach every srun of the job (through its environment,
-     * as Slurm passes any SPANK option); the batch script itself, the extern step and an
-     * interactive step run on the node, so `srun` and `scontrol` work in them, as the
-     * usual pyxis workflow (sbatch --container-image ... script.sh, srun inside) expects. */
-    if (step == SLURM_BATCH_SCRIPT || step == SLURM_EXTERN_CONT || step == SLURM_INTERACTIVE_STEP)
+    /* As pyxis (0.12+): sbatch's options put the batch script itself in the container;
+     * salloc's reach every srun of the allocation (Slurm passes SPANK options in the job's
+     * environment). The extern step and an interactive step stay on the node. */
+    if (step == SLURM_EXTERN_CONT || step == SLURM_INTERACTIVE_STEP)
         return 0;
+    is_batch = step == SLURM_BATCH_SCRIPT;
     if (opt.name && opt.name[0]) {
         if (strchr(opt.name, '/') || opt.name[0] == '.') {
             slurm_error("simcluster_pyxis: --container-name=%s: a name may not hold '/' or start with '.'", opt.name);
@@ -426,6 +427,13 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
         return -1;
     if (access("/etc/hosts", F_OK) == 0 && bind_into("/etc/hosts", "/etc/hosts", 0))
         return -1;  /* the node's names, so srun and MPI inside resolve the cluster's nodes */
+    if (is_batch) {  /* the script, in slurmd's spool directory, at the same path inside */
+        int argc = 0;
+        char **argv = NULL;
+        if (spank_get_item(sp, S_JOB_ARGV, &argc, &argv) != ESPANK_SUCCESS || argc < 1 ||
+            argv[0][0] != '/' || bind_into(argv[0], argv[0], MS_RDONLY))
+            return -1;
+    }
     if (opt.mounts && opt.mounts[0] && user_mounts(opt.mounts))
         return -1;
     if (opt.mount_home && spank_get_item(sp, S_JOB_UID, &uid) == ESPANK_SUCCESS) {

@@ -162,20 +162,24 @@ def test_the_image_environment_wins_except_container_env(make_cluster, tmp_path)
     assert proc.stdout.split() == ["from-image", "from-host", "ID=simcluster-tiny"]
 
 
-def test_sbatch_options_reach_the_steps_not_the_batch_script(make_cluster, image, tmp_path):
-    """The usual pyxis workflow: `sbatch --container-image=... script.sh`, where the script
-    runs on the node (scontrol, srun work) and each srun inside it runs in the container."""
+def test_sbatch_runs_the_script_in_the_container_salloc_its_steps(make_cluster, image, tmp_path):
+    """pyxis's semantics: `sbatch --container-image` runs the batch script itself in the
+    container (so no srun inside it); `salloc --container-image` puts each srun of the
+    allocation in the container while salloc's own command runs here."""
     c = make_cluster("--nodes", "2")
     data = tmp_path / "data"
     data.mkdir()
+    (data / "from-host.txt").write_text("hello\n")
     script = write_job(tmp_path / "batch.sh", """\
-        echo "batch $(stat -f -c %T /) $(scontrol show hostnames "$SLURM_JOB_NODELIST" | wc -l)"
-        srun -N2 --ntasks-per-node=1 bash -c 'echo "step $(stat -f -c %T /) $(pwd)"'
+        echo "batch $(stat -f -c %T /) $(pwd) $(ls)"
         """)
     job = c.run(["sbatch", "--parsable", "-N2", "-o", str(tmp_path / "out.txt"), "-e", str(tmp_path / "err.txt"),
                  f"--container-image={image}", "--no-container-mount-home", "--container-remap-root",
                  f"--container-mounts={data}:/data", "--container-workdir=/data", str(script)]).stdout.strip()
     assert wait_job(c, job, timeout=300) == "COMPLETED", (tmp_path / "err.txt").read_text()
-    lines = (tmp_path / "out.txt").read_text().splitlines()
-    assert lines[0].startswith("batch ") and "overlayfs" not in lines[0] and lines[0].endswith(" 2"), lines
-    assert sorted(lines[1:]) == ["step overlayfs /data", "step overlayfs /data"], lines
+    assert (tmp_path / "out.txt").read_text() == "batch overlayfs /data from-host.txt\n"
+    proc = c.run(["salloc", "-N2", f"--container-image={image}", "bash", "-c",
+                  'echo "alloc $(stat -f -c %T /)"; srun -N2 --ntasks-per-node=1 stat -f -c "step %T" /'],
+                 timeout=300, cwd=tmp_path)
+    assert proc.stdout.split("\n")[0] != "alloc overlayfs", proc.stdout
+    assert sorted(proc.stdout.split("\n")[1:3]) == ["step overlayfs", "step overlayfs"], proc.stdout
