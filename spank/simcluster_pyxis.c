@@ -35,6 +35,7 @@
 #include <string.h>
 #include <sys/file.h>
 #include <sys/mount.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -493,6 +494,9 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     }
     if (!opt.remap_root || uid == 0)
         return 0;
+    /* Slurm's switch to the user left the task non-dumpable, which makes /proc/self/uid_map
+     * root's: dumpable again, the task may map itself, as any unprivileged process may. */
+    prctl(PR_SET_DUMPABLE, 1, 0, 0, 0);
     if (unshare(CLONE_NEWUSER)) {
         slurm_error("simcluster_pyxis: --container-remap-root: user namespace: %m");
         return -1;

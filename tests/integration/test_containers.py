@@ -183,3 +183,18 @@ def test_sbatch_runs_the_script_in_the_container_salloc_its_steps(make_cluster, 
                  timeout=300, cwd=tmp_path)
     assert proc.stdout.split("\n")[0] != "alloc overlayfs", proc.stdout
     assert sorted(proc.stdout.split("\n")[1:3]) == ["step overlayfs", "step overlayfs"], proc.stdout
+
+
+def test_remap_root_maps_another_user_to_root(make_cluster, image, tmp_path):
+    """A job of an unprivileged user (sbatch --uid, as root may): uid 0 inside with
+    --container-remap-root, its own uid without."""
+    c = make_cluster("--nodes", "1")
+    out_dir = c.home / "nobody"  # tmp_path's parents are root's alone
+    out_dir.mkdir()
+    out_dir.chmod(0o777)
+    for flag, expected in (("--container-remap-root", "0"), ("--no-container-remap-root", "65534")):
+        out = out_dir / f"{flag}.txt"
+        job = c.run(["sbatch", "--parsable", "--uid=65534", "--gid=65534", "-N1", "-D", str(out_dir), "-o", str(out),
+                     f"--container-image={image}", flag, "--wrap", "id -u"]).stdout.strip()
+        assert wait_job(c, job, timeout=300) == "COMPLETED", out.read_text() if out.exists() else job
+        assert out.read_text().split()[-1] == expected, out.read_text()
