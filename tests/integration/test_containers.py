@@ -98,6 +98,7 @@ def _container_mounts(c) -> list:
 def test_steps_run_in_containers_on_both_nodes(make_cluster, image, tmp_path):
     c = make_cluster("--nodes", "2")
     assert "PlugStackConfig=" in c.slurm_conf.read_text()
+    assert "container options: srun --container-image=FILE.sqsh" in c.up_output.stdout
     data = tmp_path / "data"
     data.mkdir()
     (data / "from-host.txt").write_text("hello\n")

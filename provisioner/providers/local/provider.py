@@ -256,7 +256,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
                 if use_cgroups else ""),
             client_env={"SLURM_CONF": str(layout.slurm_conf), "SIMCLUSTER_CLUSTER": state.name},
             dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
-            usage=f'use it: eval "$(simcluster env --name {state.name})"; sinfo',
+            usage=f'use it: eval "$(simcluster env --name {state.name})"; sinfo\n'
+                  + (no_containers or "container options: srun --container-image=FILE.sqsh ... (docs/containers.md)"),
             install_hint="make setup-train (or pip install -e '.[train]')")
 
     def runner(self, state: ClusterState, key: str) -> HostRunner:
