@@ -92,7 +92,7 @@ static int cb_flag(int v, const char *o, int r)
  * sbatch answered "unrecognized option" here (Slurm 22.05). */
 static struct spank_option options[] = {
     {"container-image", "[dockerd://]IMAGE|PATH.sqsh",
-     "[simcluster] the image of the container: a squashfs file (simcluster image import makes one)", 1, 0, cb_image},
+     "[simcluster] the image: a squashfs file, or dockerd://IMAGE of this machine's docker engine", 1, 0, cb_image},
     {"container-mounts", "SRC:DST[:ro][,SRC:DST...]", "[simcluster] bind mount[s] inside the container", 1, 0,
      cb_mounts},
     {"container-workdir", "PATH", "[simcluster] working directory inside the container", 1, 0, cb_workdir},
@@ -177,13 +177,17 @@ static int remove_tree(const char *path)
     return nftw(path, rm_entry, 32, FTW_DEPTH | FTW_PHYS | FTW_MOUNT);
 }
 
-/* A squashfs file that exists; image URIs get the command that makes one. */
+#define DOCKERD "dockerd://"
+
+/* A squashfs file that exists, or dockerd://IMAGE; other URIs get the command to use. */
 static int check_image(const char *image)
 {
     struct stat st;
+    if (strncmp(image, DOCKERD, strlen(DOCKERD)) == 0 && image[strlen(DOCKERD)])
+        return 0;
     if (strstr(image, "://")) {
-        slurm_error("simcluster_pyxis: --container-image=%s: image URIs are not supported yet; "
-                    "make a squashfs file with: simcluster image import %s -o FILE.sqsh", image, image);
+        slurm_error("simcluster_pyxis: --container-image=%s: only squashfs files and dockerd://IMAGE "
+                    "(an image of this machine's docker engine) are supported; pull it with docker first", image);
         return -1;
     }
     if (stat(image, &st) || !S_ISREG(st.st_mode)) {
@@ -193,18 +197,76 @@ static int check_image(const char *image)
     return 0;
 }
 
-/* The unpacked image, made once per cluster: <state>/images/<size>-<mtime>-<inode>. */
+/* The first line a command prints (its other output is dropped); -1 where it fails. */
+static int run_line(char *const argv[], char *buf, size_t len)
+{
+    int fds[2], status;
+    if (pipe(fds))
+        return -1;
+    pid_t pid = fork();
+    if (pid < 0)
+        return -1;
+    if (pid == 0) {
+        int null = open("/dev/null", O_WRONLY);
+        dup2(fds[1], 1);
+        if (null >= 0)
+            dup2(null, 2);
+        close(fds[0]);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *fh = fdopen(fds[0], "r");
+    buf[0] = 0;
+    if (fh) {
+        if (!fgets(buf, len, fh))
+            buf[0] = 0;
+        while (fgetc(fh) != EOF)
+            ;
+        fclose(fh);
+    }
+    if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status))
+        return -1;
+    buf[strcspn(buf, "\n")] = 0;
+    return buf[0] ? 0 : -1;
+}
+
+/* dockerd://IMAGE unpacked as `simcluster image import` does: the file system of a
+ * container made from it (never started) and its ENV in /etc/environment. */
+static const char DOCKER_EXPORT[] =
+    "set -e; cid=$(docker create \"$1\" /bin/true); trap 'docker rm -f \"$cid\" >/dev/null' EXIT; "
+    "docker export \"$cid\" | tar -x -C \"$2\" --numeric-owner; mkdir -p \"$2/etc\"; "
+    "docker image inspect -f '{{range .Config.Env}}{{println .}}{{end}}' \"$1\" | grep = > \"$2/etc/.env\" "
+    "&& mv \"$2/etc/.env\" \"$2/etc/environment\" || rm -f \"$2/etc/.env\"";
+
+/* The unpacked image, made once per cluster: <state>/images/<size>-<mtime>-<inode> for a
+ * squashfs file, <state>/images/dockerd-<image id> for a docker image. */
 static int unpack_image(const char *image, char *out, size_t outlen)
 {
     struct stat st;
-    char dir[PATH_MAX], tmp[PATH_MAX], lock[PATH_MAX];
-    if (check_image(image) || stat(image, &st))
+    char dir[PATH_MAX], tmp[PATH_MAX], lock[PATH_MAX], id[256];
+    int docker = strncmp(image, DOCKERD, strlen(DOCKERD)) == 0;
+    const char *name = image + strlen(DOCKERD);
+    if (check_image(image))
         return -1;
+    if (docker) {
+        char *argv[] = {"docker", "image", "inspect", "-f", "{{.Id}}", (char *)name, NULL};
+        if (run_line(argv, id, sizeof(id)) || strncmp(id, "sha256:", 7) || strlen(id) < 7 + 16) {
+            slurm_error("simcluster_pyxis: --container-image=%s: this machine's docker engine has no image %s "
+                        "(docker images lists them; docker pull or simcluster image build makes them)", image, name);
+            return -1;
+        }
+    } else if (stat(image, &st)) {
+        return -1;
+    }
     snprintf(dir, sizeof(dir), "%s/images", state_dir);
     if (mkdirs(dir, 0755))
         return -1;
-    snprintf(out, outlen, "%s/images/%llx-%llx-%llx", state_dir, (unsigned long long)st.st_size,
-             (unsigned long long)st.st_mtime, (unsigned long long)st.st_ino);
+    if (docker)
+        snprintf(out, outlen, "%s/images/dockerd-%.16s", state_dir, id + 7);
+    else
+        snprintf(out, outlen, "%s/images/%llx-%llx-%llx", state_dir, (unsigned long long)st.st_size,
+                 (unsigned long long)st.st_mtime, (unsigned long long)st.st_ino);
     snprintf(lock, sizeof(lock), "%s.lock", out);
     int fd = open(lock, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
     if (fd < 0 || flock(fd, LOCK_EX)) {
@@ -217,9 +279,10 @@ static int unpack_image(const char *image, char *out, size_t outlen)
     if (access(out, F_OK)) {  /* not unpacked yet: another node may have done it meanwhile */
         snprintf(tmp, sizeof(tmp), "%s.tmp", out);
         remove_tree(tmp);
-        char *argv[] = {"unsquashfs", "-no-progress", "-quiet", "-d", tmp, (char *)image, NULL};
-        if (run(argv) != 0 || rename(tmp, out)) {
-            slurm_error("simcluster_pyxis: unsquashfs %s failed: is it a squashfs file?", image);
+        char *unsquash[] = {"unsquashfs", "-no-progress", "-quiet", "-d", tmp, (char *)image, NULL};
+        char *export[] = {"sh", "-c", (char *)DOCKER_EXPORT, "sh", (char *)name, tmp, NULL};
+        if ((docker && mkdirs(tmp, 0755)) || run(docker ? export : unsquash) != 0 || rename(tmp, out)) {
+            slurm_error("simcluster_pyxis: %s %s failed", docker ? "docker export of" : "unsquashfs of", image);
             remove_tree(tmp);
             rc = -1;
         }

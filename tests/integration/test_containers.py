@@ -199,3 +199,21 @@ def test_remap_root_maps_another_user_to_root(make_cluster, image, tmp_path):
                      f"--container-image={image}", flag, "--wrap", "id -u"]).stdout.strip()
         assert wait_job(c, job, timeout=300) == "COMPLETED", out.read_text() if out.exists() else job
         assert out.read_text().split()[-1] == expected, out.read_text()
+
+
+@pytest.mark.skipif(not _docker_image(), reason="this machine's docker engine has no simcluster image (simcluster image build)")
+def test_a_docker_engine_image_directly(make_cluster, tmp_path):
+    """--container-image=dockerd://IMAGE: unpacked once per cluster from docker export."""
+    c = make_cluster("--nodes", "2")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "from-host.txt").write_text("hello\n")
+    proc = c.run(["srun", "-N2", "--ntasks-per-node=1", f"--container-image=dockerd://{_docker_image()}",
+                  f"--container-mounts={data}:/data", "--container-workdir=/data",
+                  "bash", "-c", 'echo "$(hostname) $(stat -f -c %T /) $(pwd) $(ls)"'], timeout=300, cwd=tmp_path)
+    assert sorted(proc.stdout.splitlines()) == ["node1 overlayfs /data from-host.txt",
+                                                "node2 overlayfs /data from-host.txt"], proc.stderr
+    images = sorted(p.name for p in (c.root / containers.CONTAINERS_DIR / "images").iterdir())
+    assert [p for p in images if p.startswith("dockerd-") and not p.endswith(".lock")], images
+    bad = c.run(["srun", "--container-image=dockerd://simcluster-no-such-image:0", "true"], check=False)
+    assert bad.returncode != 0 and "docker engine has no image simcluster-no-such-image:0" in bad.stderr
