@@ -99,4 +99,4 @@ bench-faults: setup  ## repair, stop/start and failure detection times, write do
 	$(PY) scripts/bench_faults.py --out docs/benchmarks-faults.md
 
 clean:  ## remove .venv, build outputs and caches of this checkout (clusters: simcluster down --all first)
-	rm -rf $(VENV) build dist *.egg-info .pytest_cache
+	rm -rf $(VENV) build dist *.egg-info .pytest_cache spank/build
