@@ -15,8 +15,9 @@ import sys
 import tempfile
 import time
 import uuid
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, Iterator, List, Optional
 
 import pytest
 
@@ -145,6 +146,23 @@ def make_cluster(sim_home):
         proc = run_cli(["up", "--name", name, *args], sim_home, check=True)
         return Cluster(sim_home, name, proc)
     return _make
+
+
+@contextmanager
+def module_cluster(name: str, *up_args: str) -> Iterator[Cluster]:
+    """One cluster for a whole test module (a module-scoped fixture yields from this): its
+    own SIMCLUSTER_HOME, taken down afterwards; a daemon left running fails the teardown."""
+    TEST_HOME_ROOT.mkdir(parents=True, exist_ok=True)
+    home = TEST_HOME_ROOT / uuid.uuid4().hex[:8]
+    home.mkdir()
+    try:
+        proc = run_cli(["up", "--name", name, *up_args], home, check=True)
+        yield Cluster(home, name, proc)
+    finally:
+        run_cli(["down", "--name", name], home)
+        leftover = daemons_under(home)
+        shutil.rmtree(home, ignore_errors=True)
+        assert not leftover, f"processes left running after the module: {leftover}"
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -8,15 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
 import subprocess
 import time
-import uuid
 
 import pytest
 
-from tests.conftest import wait_for, TEST_HOME_ROOT, Cluster, daemons_under, run_cli
+from tests.conftest import wait_for, Cluster, daemons_under, module_cluster, run_cli
 
 pytestmark = pytest.mark.integration
 UP_ARGS = ["--nodes", "3", "--fast-failure", "--accounting"]
@@ -24,16 +22,8 @@ UP_ARGS = ["--nodes", "3", "--fast-failure", "--accounting"]
 
 @pytest.fixture(scope="module")
 def fc():
-    TEST_HOME_ROOT.mkdir(parents=True, exist_ok=True)
-    home = TEST_HOME_ROOT / uuid.uuid4().hex[:8]
-    home.mkdir()
-    name = "flt"
-    proc = run_cli(["up", "--name", name, *UP_ARGS], home, check=True)
-    yield Cluster(home, name, proc)
-    run_cli(["down", "--name", name], home)
-    leftover = daemons_under(home)
-    shutil.rmtree(home, ignore_errors=True)
-    assert not leftover
+    with module_cluster("flt", *UP_ARGS) as c:
+        yield c
 
 
 def state(c: Cluster) -> dict:

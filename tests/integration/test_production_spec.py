@@ -4,9 +4,11 @@ Slurm's own reasons, and its QoS preemption really happens (a high job requeues 
 
 from __future__ import annotations
 
+import uuid
+
 import pytest
 
-from tests.conftest import REPO, wait_for
+from tests.conftest import REPO, module_cluster, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -29,24 +31,10 @@ REFUSED = [  # sbatch options -> the reason Slurm gives on the production cluste
 
 
 @pytest.fixture(scope="module")
-def prod(tmp_path_factory):
+def prod():
     """One cluster from the example for the whole module (accounting takes ~7 s to come up)."""
-    # lazy: the module-scoped fixture makes its own SIMCLUSTER_HOME like sim_home does
-    from tests.conftest import TEST_HOME_ROOT, Cluster, daemons_under, run_cli
-    import shutil
-    import uuid
-    TEST_HOME_ROOT.mkdir(parents=True, exist_ok=True)
-    home = TEST_HOME_ROOT / f"prod-{uuid.uuid4().hex[:6]}"
-    home.mkdir()
-    name = f"p{uuid.uuid4().hex[:5]}"
-    try:
-        proc = run_cli(["up", "-c", EXAMPLE, "--name", name], home, check=True)
-        yield Cluster(home, name, proc)
-    finally:
-        run_cli(["down", "--name", name], home)
-        left = daemons_under(home)
-        shutil.rmtree(home, ignore_errors=True)
-        assert not left, f"processes left running: {left}"
+    with module_cluster(f"p{uuid.uuid4().hex[:5]}", "-c", EXAMPLE) as c:
+        yield c
 
 
 def test_partitions_nodes_and_qos_are_the_specs(prod):

@@ -16,7 +16,6 @@ import json
 import math
 import os
 import re
-import shutil
 import subprocess
 import time
 import uuid
@@ -24,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, SIMCLUSTER, TEST_HOME_ROOT, Cluster, daemons_under, run_cli, wait_for
+from tests.conftest import REPO, SIMCLUSTER, Cluster, module_cluster, run_cli, wait_for
 
 pytestmark = pytest.mark.integration
 SPEC = REPO / "tests" / "data" / "signals" / "preempt.yaml"
@@ -57,16 +56,8 @@ while true; do n=$((n + 1)); sleep 0.1 & wait $!; done
 
 @pytest.fixture(scope="module")
 def sc():
-    TEST_HOME_ROOT.mkdir(parents=True, exist_ok=True)
-    home = TEST_HOME_ROOT / uuid.uuid4().hex[:8]
-    home.mkdir()
-    name = "sig"
-    proc = run_cli(["up", "--name", name, "--config", str(SPEC)], home, check=True)
-    yield Cluster(home, name, proc)
-    run_cli(["down", "--name", name], home)
-    leftover = daemons_under(home)
-    shutil.rmtree(home, ignore_errors=True)
-    assert not leftover
+    with module_cluster("sig", "--config", str(SPEC)) as c:
+        yield c
 
 
 @pytest.fixture(scope="module")
