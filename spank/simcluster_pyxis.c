@@ -239,6 +239,31 @@ static const char DOCKER_EXPORT[] =
     "docker image inspect -f '{{range .Config.Env}}{{println .}}{{end}}' \"$1\" | grep = > \"$2/etc/.env\" "
     "&& mv \"$2/etc/.env\" \"$2/etc/environment\" || rm -f \"$2/etc/.env\"";
 
+/* Where the nodes have no docker engine (a docker cluster's containers), the host's
+ * `simcluster exec` and `simcluster env` wrappers unpack a dockerd:// image before srun,
+ * sbatch or salloc runs, and leave its id in <state>/images/dockerd-names/<name, with every
+ * byte but [A-Za-z0-9._-] as %XX> (providers/docker/images.py). */
+static int dockerd_ref(const char *name, char *id, size_t len)
+{
+    char path[PATH_MAX], *p;
+    int n = snprintf(path, sizeof(path), "%s/images/dockerd-names/", state_dir);
+    for (p = path + n; *name && p < path + sizeof(path) - 4; name++) {
+        unsigned char c = (unsigned char)*name;
+        if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || strchr("._-", c))
+            *p++ = c;
+        else
+            p += sprintf(p, "%%%02X", c);
+    }
+    *p = 0;
+    FILE *fh = fopen(path, "r");
+    if (!fh)
+        return -1;
+    int rc = fgets(id, len, fh) ? 0 : -1;
+    fclose(fh);
+    id[strcspn(id, "\n")] = 0;
+    return rc;
+}
+
 /* The unpacked image, made once per cluster: <state>/images/<size>-<mtime>-<inode> for a
  * squashfs file, <state>/images/dockerd-<image id> for a docker image. */
 static int unpack_image(const char *image, char *out, size_t outlen)
@@ -251,9 +276,12 @@ static int unpack_image(const char *image, char *out, size_t outlen)
         return -1;
     if (docker) {
         char *argv[] = {"docker", "image", "inspect", "-f", "{{.Id}}", (char *)name, NULL};
-        if (run_line(argv, id, sizeof(id)) || strncmp(id, "sha256:", 7) || strlen(id) < 7 + 16) {
+        if ((run_line(argv, id, sizeof(id)) && dockerd_ref(name, id, sizeof(id))) || strncmp(id, "sha256:", 7) ||
+            strlen(id) < 7 + 16) {
             slurm_error("simcluster_pyxis: --container-image=%s: this machine's docker engine has no image %s "
-                        "(docker images lists them; docker pull or simcluster image build makes them)", image, name);
+                        "(docker images lists them; docker pull or simcluster image build makes them; on a docker "
+                        "cluster, run srun, sbatch or salloc with it once from the host: simcluster env, "
+                        "simcluster exec)", image, name);
             return -1;
         }
     } else if (stat(image, &st)) {
@@ -296,6 +324,46 @@ static int get_u32(spank_t sp, spank_item_t item, uint32_t *v)
     return spank_get_item(sp, item, v) == ESPANK_SUCCESS ? 0 : -1;
 }
 
+/* <step_dir>/tmp: 1 where it is a tmpfs of ours (``make``: mounted now where it was not), 0
+ * where not, -1 where it cannot be. */
+static int tmpfs_layer(int make)
+{
+    char dir[PATH_MAX];
+    struct stat st, parent;
+    snprintf(dir, sizeof(dir), "%s/tmp", step_dir);
+    if (stat(dir, &st) == 0 && stat(step_dir, &parent) == 0 && st.st_dev != parent.st_dev)
+        return 1;
+    if (!make)
+        return 0;
+    if (mkdirs(dir, 0755) || mount("tmpfs", dir, "tmpfs", MS_NOSUID, "mode=0755")) {
+        slurm_error("simcluster_pyxis: tmpfs for the container's layer at %s: %m", dir);
+        return -1;
+    }
+    return 1;
+}
+
+/* The overlay's upper and work directories, on disk or in the tmpfs; work made afresh:
+ * overlayfs's scratch space, which a volatile mount refuses used. */
+static int layer_dirs(int on_tmpfs, char *upper, char *work)
+{
+    const char *in = on_tmpfs ? "/tmp" : "";
+    snprintf(upper, PATH_MAX, "%s%s/upper", step_dir, in);
+    snprintf(work, PATH_MAX, "%s%s/work", step_dir, in);
+    remove_tree(work);
+    return mkdirs(upper, 0755) || mkdirs(work, 0755) ? -1 : 0;
+}
+
+/* Unmount a container's overlay and layer tmpfs (if any) in <dir>, then remove it. */
+static void remove_container(const char *dir)
+{
+    char path[PATH_MAX];
+    snprintf(path, sizeof(path), "%s/root", dir);
+    umount2(path, MNT_DETACH);
+    snprintf(path, sizeof(path), "%s/tmp", dir);
+    umount2(path, MNT_DETACH);
+    remove_tree(dir);
+}
+
 /* Once per step and node, in slurmstepd as root: the container's root file system. */
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
@@ -332,11 +400,9 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     }
     if (unpack_image(opt.image, image_dir, sizeof(image_dir)))
         return -1;
-    snprintf(upper, sizeof(upper), "%s/upper", step_dir);
-    snprintf(work, sizeof(work), "%s/work", step_dir);
     snprintf(rootfs, sizeof(rootfs), "%s/root", step_dir);
-    remove_tree(work);  /* overlayfs's scratch space; a volatile mount refuses a used one */
-    if (mkdirs(upper, 0755) || mkdirs(work, 0755) || mkdirs(rootfs, 0755)) {
+    /* A named container whose layer is on a tmpfs (below) keeps using it. */
+    if (layer_dirs(tmpfs_layer(0) > 0, upper, work) || mkdirs(rootfs, 0755)) {
         slurm_error("simcluster_pyxis: cannot make %s: %m", step_dir);
         return -1;
     }
@@ -348,6 +414,13 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     int rc = mount("overlay", rootfs, "overlay", 0, data);
     if (rc && errno == EINVAL) {  /* an older kernel: without volatile */
         *strrchr(data, ',') = 0;
+        rc = mount("overlay", rootfs, "overlay", 0, data);
+    }
+    /* The state directory on a file system overlayfs refuses as upper (overlayfs itself, as
+     * where simcluster runs in a container, or some network file systems): the layer on a
+     * tmpfs of the step's (or named container's) own, gone at its end. */
+    if (rc && errno == EINVAL && tmpfs_layer(1) > 0 && layer_dirs(1, upper, work) == 0) {
+        snprintf(data, sizeof(data), "lowerdir=%s,upperdir=%s,workdir=%s", image_dir, upper, work);
         rc = mount("overlay", rootfs, "overlay", 0, data);
     }
     if (rc) {
@@ -582,7 +655,7 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
         slurm_error("simcluster_pyxis: unmount %s: %m", rootfs);
     step_mounted = 0;
     if (!(opt.name && opt.name[0]))
-        remove_tree(step_dir);
+        remove_container(step_dir);
     return 0;
 }
 
@@ -601,10 +674,9 @@ int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
     for (struct dirent *e; (e = readdir(d));) {
         if (strncmp(e->d_name, prefix, strlen(prefix)))
             continue;
-        snprintf(path, sizeof(path), "%s/%s/root", dir, e->d_name);
-        umount2(path, MNT_DETACH);  /* a step killed before its exit hook */
+        /* Also the overlay of a step killed before its exit hook. */
         snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        remove_tree(path);
+        remove_container(path);
     }
     closedir(d);
     return 0;
