@@ -70,7 +70,7 @@ setup-docker:  ## docker.io + debootstrap, and a running dockerd (for the docker
 # time-limit signal, DDP, FSDP, DeepSpeed ZeRO-3 and Megatron-core across the 2 nodes),
 # prints the report and takes the cluster down, also when a check fails (exit 1, the logs
 # copied to a directory it names).
-demo: setup setup-train  ## the main job: a 2-node fake-GPU cluster up, verify (Slurm basics + DDP, FSDP, DeepSpeed, Megatron), report, down
+demo: setup setup-train setup-containers  ## the main job: a 2-node fake-GPU cluster up, verify (Slurm basics, a container step + DDP, FSDP, DeepSpeed, Megatron), report, down
 	$(SIMCLUSTER) test --name $(DEMO_NAME) --nodes 2 --fake-gpus 2 --suite all
 
 test: setup setup-train setup-deploy setup-test setup-docker setup-containers  ## the full test suite (real daemons, real dockerd)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List, Sequence
 
 from provisioner.errors import UsageError
-from provisioner.verify import basic, faults, isolation, signals, training, versions
+from provisioner.verify import basic, container, faults, isolation, signals, training, versions
 from provisioner.verify.runner import Check
 
 SUITES = ("basic", "signals", "ddp", "fsdp", "deepspeed", "megatron", "faults")
@@ -36,6 +36,9 @@ CHECKS: Sequence[Check] = (
     Check("basic.sbatch-output", "basic", basic.check_sbatch_output, "an sbatch job writes its --output/--error files"),
     Check("basic.mpi", "basic", basic.check_mpi,
           "an MPI allreduce across 2 nodes, started by srun --mpi=pmix (mpi4py, system python3)"),
+    Check("basic.container", "basic", container.check_container,
+          "a 2-node step in a container made from a squashfs image (pyxis's options: mounts, workdir, "
+          "remap-root) and a named container that a second step reuses"),
     Check("basic.cpus-per-task", "basic", versions.check_cpus_per_task,
           "srun in a --cpus-per-task=2 job inherits it as this Slurm release does (lost in 22.05, back in 23.11)"),
     Check("basic.gpus-per-task", "basic", versions.check_gpus_per_task,
