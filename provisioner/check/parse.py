@@ -256,6 +256,7 @@ _SRUN_LONG_WITH_ARG = {
     "dependency", "licenses", "qos", "account", "gres", "gpus", "gpus-per-node", "gpus-per-task", "gpu-bind",
     "mem", "mem-per-cpu", "mem-per-gpu", "cpu-bind", "mpi", "export", "label-format", "signal", "ntasks-per-gpu",
     "cpus-per-gpu", "reservation", "kill-on-bad-exit", "wait", "het-group", "container", "container-image",
+    "container-env", "container-save", "container-entrypoint-log",
     "container-mounts", "container-workdir", "container-name", "network", "propagate", "slurmd-debug",
     "open-mode", "task-prolog", "task-epilog", "tres-per-task", "exact", "overlap", "cores-per-socket",
     "sockets-per-node", "threads-per-core", "hint", "begin", "deadline", "comment", "prolog", "epilog",

@@ -108,3 +108,26 @@ def test_shellcheck_findings_join_ours(tmp_path):
     findings = check_text(str(script), script.read_text())
     assert {(f.source, f.rule) for f in findings} >= {("simcluster", "fixed-master-port")}
     assert any(f.source == "shellcheck" and f.rule.startswith("SC") for f in findings)
+
+
+# The seed's Enroot sbatch line (pyxis's options, flags without values among them).
+SEED_ENROOT = (
+    "#!/bin/bash\n"
+    "sbatch --nodes=4 --gpus-per-node=8 --ntasks-per-node=8 --cpus-per-task=28 \\\n"
+    "       --account=itscspod --partition=admin --output=/scratch/$USER/out/slurm/slurm-%j.out \\\n"
+    "       --container-image=/scratch/$USER/home/containers/pytorch-23.10.sqsh \\\n"
+    "       --no-container-mount-home --container-remap-root \\\n"
+    "       --container-workdir=/scratch/$USER/py-in-container/lit-gpt \\\n"
+    "       --container-mounts=/scratch/$USER/lit-gpt:/scratch/$USER/lit-gpt,/scratch/$USER/data:/data \\\n"
+    "       ./train-redpajama-prelaunch.sh\n")
+
+
+def test_container_options_give_no_finding_and_rank_rules_still_apply():
+    assert check_text("submit.sh", SEED_ENROOT, use_shellcheck=False) == []
+    # Options that take a value as the next word (--container-save F, --container-env V) are not
+    # the program srun runs: the rank rule still sees torchrun inside the container.
+    text = ("#!/bin/bash\n#SBATCH --nodes=2\n"
+            "srun --kill-on-bad-exit=1 --container-image /c/pt.sqsh --container-save /c/out.sqsh "
+            "--container-env PATH --container-remap-root --container-mounts=/d:/d:ro "
+            "torchrun --nnodes=2 --nproc_per_node=1 --node_rank=$SLURM_NODEID train.py\n")
+    assert [f.rule for f in check_text("job.sh", text, use_shellcheck=False)] == ["rank-var-in-batch-shell"]
