@@ -37,6 +37,9 @@ TEMPLATES = {
 TASK_PROLOG = "task_prolog.sh"  # rendered only where the inputs ask for a TaskProlog
 # Rendered only where the inputs name a container plugin (cluster/containers.py).
 PLUGSTACK_TEMPLATES = {"plugstack.conf": "plugstack.conf.j2"}
+# Slurm's own OCI containers (srun --container=BUNDLE, cluster/oci.py), rendered with them:
+# oci.conf beside slurm.conf, where slurmstepd reads it, and the runtime script it names.
+OCI_TEMPLATES = {"oci.conf": "oci.conf.j2", "oci_runtime.sh": "oci_runtime.sh.j2"}
 
 # Rendered only for clusters with accounting: true.
 ACCOUNTING_TEMPLATES = {"slurmdbd.conf": "slurmdbd.conf.j2"}
@@ -236,13 +239,15 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
 
 
 def render_all(spec: ClusterSpec, inputs: RenderInputs) -> Dict[str, str]:
+        ctx["oci"] = {"runtime": f"{paths.etc}/oci_runtime.sh", "state_dir": f"{paths.run}/crun",
+                      "slurm_conf": paths.slurm_conf}
     """Return {file name: text} for every config file of the cluster (task_prolog.sh only
-    where the inputs ask for a TaskProlog, slurmdbd.conf only with accounting, plugstack.conf
-    only with a container plugin)."""
+    where the inputs ask for a TaskProlog, slurmdbd.conf only with accounting, plugstack.conf,
+    oci.conf and oci_runtime.sh only with a container plugin)."""
     env = _environment()
     ctx = build_context(spec, inputs)
     templates = {**TEMPLATES, **(ACCOUNTING_TEMPLATES if spec.accounting else {}),
-                 **(PLUGSTACK_TEMPLATES if inputs.containers_plugin else {})}
+                 **({**PLUGSTACK_TEMPLATES, **OCI_TEMPLATES} if inputs.containers_plugin else {})}
     if not inputs.task_prolog:
         templates.pop(TASK_PROLOG)
     return {out: env.get_template(tpl).render(**ctx) for out, tpl in templates.items()}

@@ -1,4 +1,5 @@
-"""`simcluster image build`: the node image for the docker backend."""
+"""`simcluster image`: build the docker backend's node image, import images as squashfs files
+(--container-image), make OCI bundles (srun --container)."""
 
 from __future__ import annotations
 
@@ -58,3 +59,21 @@ def import_(source, output):
     t0 = time.monotonic()
     out = import_image(source, Path(output))
     click.echo(f"imported {source} to {out} ({out.stat().st_size / 2**20:.0f} MiB) in {time.monotonic() - t0:.1f}s")
+
+
+@command.command("bundle")
+@click.argument("source", metavar="FILE.sqsh|dockerd://IMAGE")
+@click.option("-o", "--output", "output", required=True, metavar="DIR",
+              help="The bundle directory to make (must not exist).")
+def bundle(source, output):
+    """Make an OCI bundle (DIR/rootfs, DIR/config.json) for Slurm's own `srun --container=DIR`.
+
+    rootfs/ is the image's file system; config.json is `crun spec`'s, made fit for Slurm
+    steps: the node's host name, network and /etc/hosts, a read-only root, /tmp writable.
+    """
+    from pathlib import Path
+
+    from provisioner.cluster.oci import make_bundle
+    t0 = time.monotonic()
+    out = make_bundle(source, Path(output))
+    click.echo(f"bundled {source} to {out} in {time.monotonic() - t0:.1f}s; run it: srun --container={out} ...")
