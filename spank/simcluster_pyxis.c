@@ -583,7 +583,13 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
         return -1;
     }
     image_environment(sp);
-    if (chdir(rootfs) || syscall(SYS_pivot_root, ".", ".") || umount2(".", MNT_DETACH) || chdir("/")) {
+    /* pivot_root, else (EPERM: docker's default seccomp profile refuses it even with
+     * CAP_SYS_ADMIN) the root moved over / and chroot, as runc's no_pivot does. */
+    if (chdir(rootfs) ||
+        (syscall(SYS_pivot_root, ".", ".")
+             ? errno != EPERM || mount(".", "/", NULL, MS_MOVE, NULL) || chroot(".")
+             : umount2(".", MNT_DETACH)) ||
+        chdir("/")) {
         slurm_error("simcluster_pyxis: pivot_root into %s: %m", rootfs);
         return -1;
     }
