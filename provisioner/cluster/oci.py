@@ -107,7 +107,6 @@ def make_bundle(source: str, out: Path) -> Path:
     for `srun --container=DIR`. SOURCE is a squashfs file (`image import`'s, enroot's) or
     dockerd://IMAGE. Made in a temporary directory beside DIR first: a failed bundle leaves
     no DIR; an existing DIR is refused (it may be a bundle a job uses now)."""
-    crun = crun_path()
     out = out.resolve()
     if out.exists():
         raise UsageError(f"-o {out}: already exists; remove it or name a new directory")
@@ -119,6 +118,7 @@ def make_bundle(source: str, out: Path) -> Path:
         image, sqsh = None, Path(source)
         if not sqsh.is_file():
             raise UsageError(f"{source}: no such file (name a .sqsh file or dockerd://IMAGE)")
+    crun = crun_path()
     tmp = Path(tempfile.mkdtemp(prefix=".simcluster-bundle-", dir=out.parent))
     try:
         rootfs = tmp / "rootfs"
