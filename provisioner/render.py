@@ -102,9 +102,13 @@ class RenderInputs:
     # cgroup v2 without systemd (providers/local/cgroups.py v2_without_systemd): slurmd makes
     # its slurmstepd scope itself (cgroup.conf IgnoreSystemd=yes) instead of asking systemd.
     cgroup_ignore_systemd: bool = False
-    # Local backend as root with the plugin built (cluster/containers.py): the SPANK plugin
-    # that gives jobs pyxis's --container-* options; None: Slurm knows no such options.
+    # The SPANK plugin that gives jobs pyxis's --container-* options, where the nodes can run
+    # it (local as root with the plugin built, cluster/containers.py; docker: in the image,
+    # providers/docker/provider.py); None: Slurm knows no such options.
     containers_plugin: Optional[str] = None
+    # Not rendered: why a cluster has no container options, one line (`up` and `status`
+    # say it); "" where it has them or where no provider said.
+    containers_note: str = ""
 
     def to_dict(self) -> Dict[str, Any]:
         """For the state file (the accounting password is left out: see AccountingInputs)."""

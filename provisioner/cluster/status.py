@@ -70,6 +70,8 @@ class ClusterStatus:
     # cgroup limits enforced or why none; "" where not known.
     node_network: str = ""
     node_cgroups: str = ""
+    # pyxis's container options (docs/containers.md): what to run, or why the cluster has none.
+    containers: str = ""
 
     def to_dict(self) -> Dict:
         return asdict(self)
@@ -125,10 +127,18 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
                             host=", ".join(cluster.runner(k.partition(":")[2] or CONTROLLER).where
                                            for k in munged_keys) or "?"),
         accounting=acct, nodes=nodes, faults=[dict(f) for f in st.faults], node_etc_slurm=pl.node_etc_slurm,
-        node_network=pl.node_network, node_cgroups=pl.node_cgroups,
+        node_network=pl.node_network, node_cgroups=pl.node_cgroups, containers=containers_line(pl.render),
         slurm_version=_slurm_version(client) if any(machines.values()) or (not managed and states is not None) else "",
         hints=[] if not managed else hints if phase != "stopped" else
         [f"stopped: 'simcluster start --name {st.name}' brings it back"])
+
+
+def containers_line(render) -> str:
+    """Whether jobs of the cluster get the container options, in one line: how to use them,
+    or why not (the provider's note; a cluster whose provider said nothing has none)."""
+    if render.containers_plugin:
+        return "yes: srun --container-image=FILE.sqsh|dockerd://IMAGE ... (docs/containers.md)"
+    return render.containers_note or "no: the cluster was made without the container plugin (docs/containers.md)"
 
 
 def _slurm_version(client) -> str:

@@ -108,13 +108,17 @@ def has_nvidia_runtime() -> bool:
 
 def host_facts() -> Dict[str, Optional[str]]:
     """What the engine says of the machine its containers run on: {"cgroup_version": "1" or
-    "2" (None: an engine too old to say), "cpus": its CPU count as text (None: not said)}."""
+    "2" (None: an engine too old to say), "cpus": its CPU count as text (None: not said),
+    "security": the security modules it confines containers with ("apparmor,seccomp")}."""
     try:
         info = client().info()
     except DockerException as exc:
         raise explain(exc, "asking the engine about its host") from None
     version, cpus = info.get("CgroupVersion"), info.get("NCPU")
-    return {"cgroup_version": str(version) if version else None, "cpus": str(cpus) if cpus else None}
+    # "name=apparmor", "name=seccomp,profile=default" ...: the security modules it applies.
+    security = [o.split(",")[0].partition("=")[2] for o in info.get("SecurityOptions") or []]
+    return {"cgroup_version": str(version) if version else None, "cpus": str(cpus) if cpus else None,
+            "security": ",".join(security)}
 
 
 def label_filter(cluster: Optional[str] = None) -> Dict[str, str]:

@@ -30,7 +30,7 @@ from provisioner.config.versions import DEFAULT_SLURM, SLURM_SUITES
 from docker.errors import DockerException, ImageNotFound
 
 from provisioner.errors import PrerequisiteError, SimclusterError
-from provisioner.paths import DOCKER_CONTEXT_DIR
+from provisioner.paths import DATA_DIR, DOCKER_CONTEXT_DIR
 from provisioner.providers.docker.engine import DockerError, client, explain, require_engine
 
 IMAGE_REPO = "simcluster/node"
@@ -68,14 +68,25 @@ def image_slurm(labels: Dict[str, str]) -> str:
 
 LABEL_CONTEXT = "io.simcluster.context"  # digest of docker/ files the image was built from
 CONTEXT_FILES = ("Dockerfile", "entrypoint.sh")  # what docker/ puts in the build context
+# The container options' SPANK plugin, compiled in the image against its own Slurm's headers
+# (the Dockerfile's plugin stage): its source goes into the context as spank/.
+SPANK_DIR = DATA_DIR / "spank"
+SPANK_FILES = ("Makefile", "simcluster_pyxis.c")
+PLUGIN_IN_IMAGE = "/usr/lib/simcluster/simcluster_pyxis.so"  # where the Dockerfile puts the plugin
+
+
+def _context_sources() -> List["tuple[str, Path]"]:
+    """(name in the build context, file here) of every file an image is built from."""
+    return [(name, DOCKER_CONTEXT_DIR / name) for name in CONTEXT_FILES] + \
+        [(f"spank/{name}", SPANK_DIR / name) for name in SPANK_FILES]
 
 
 def context_digest() -> str:
-    """sha256 (16 hex) of the files an image is built from: a changed entrypoint or
-    Dockerfile means an image built before is out of date."""
+    """sha256 (16 hex) of the files an image is built from: a changed entrypoint,
+    Dockerfile or plugin source means an image built before is out of date."""
     h = hashlib.sha256()
-    for name in CONTEXT_FILES:
-        h.update(name.encode() + b"\0" + (DOCKER_CONTEXT_DIR / name).read_bytes())
+    for name, path in _context_sources():
+        h.update(name.encode() + b"\0" + path.read_bytes())
     return h.hexdigest()[:16]
 
 
@@ -251,8 +262,9 @@ def build_image(progress: Progress, train: bool = False, offline: Optional[bool]
     tag = tag or image_tag(train, slurm)
     with tempfile.TemporaryDirectory(prefix="simcluster-build-") as tmp:
         ctx = Path(tmp)
-        for name in CONTEXT_FILES:
-            shutil.copy2(DOCKER_CONTEXT_DIR / name, ctx / name)
+        for name, path in _context_sources():
+            (ctx / name).parent.mkdir(exist_ok=True)
+            shutil.copy2(path, ctx / name)
         fill_wheelhouse(ctx / "wheelhouse", train, progress, refresh=no_cache)
         progress(f" - docker build {tag} (from {base})")
         tail: List[str] = []

@@ -56,6 +56,8 @@ CONFIG_MOUNT = "/etc/simcluster"
 # production node (the image's own /etc/slurm, from the Debian packages, is covered).
 ETC_SLURM = "/etc/slurm"
 SHARED_MOUNT = "/shared"
+# The container plugin's state directory below it (render.py): images unpacked, step layers.
+CONTAINERS_DIR = "containers"
 # Slurm's and MySQL's default ports: each container has its own network namespace.
 CONTROLLER_PORT, SLURMD_PORT, DBD_PORT, STORAGE_PORT = 6817, 6818, 6819, 3306
 CONTAINER_PATHS = NodePaths(etc=CONFIG_MOUNT, log="/var/log/slurm", run="/run/slurm", spool="/var/spool/slurmd",
@@ -101,10 +103,13 @@ def spec_digest(spec: ClusterSpec) -> str:
 
 
 def container_config(spec: ClusterSpec, layout: ClusterLayout, image_tag: str, node: Optional[str],
-                     cgroups: bool = False) -> Dict:
+                     cgroups: bool = False, apparmor: bool = False) -> Dict:
     """The SDK's containers.run() arguments for the controller (``node`` None) or a node.
     ``cgroups``: the nodes enforce limits (cgroups_note): each node container gets a cgroup
-    namespace of its own, so its slurmd sees the container's cgroup as the root."""
+    namespace of its own, so its slurmd sees the container's cgroup as the root.
+    Nodes get CAP_SYS_ADMIN for the container options' mounts (a mount namespace, an overlay
+    and binds per step, docs/containers.md); ``apparmor``: the engine confines containers
+    with AppArmor, whose docker-default profile denies every mount, so nodes run unconfined."""
     labels = {LABEL_CLUSTER: spec.name, LABEL_ROLE: "node" if node else "controller", LABEL_SPEC: spec_digest(spec),
               LABEL_STATE: str(layout.root), LABEL_FAKE: str(spec.fake_gpus).lower()}
     config: Dict = dict(
@@ -121,6 +126,10 @@ def container_config(spec: ClusterSpec, layout: ClusterLayout, image_tag: str, n
         labels[LABEL_GPUS] = ",".join(map(str, gpus))
         if cgroups:
             config["cgroupns"] = "private"
+        if not spec.privileged:  # --privileged has every capability and no AppArmor profile
+            config["cap_add"] = ["SYS_ADMIN"]
+            if apparmor:
+                config["security_opt"] = ["apparmor=unconfined"]
         if gpus and spec.fake_gpus:  # simcluster's nvidia-smi, on every PATH (provisioner/cluster/fakegpus)
             config["mounts"].append(Mount(fakegpus.CONTAINER_SHIM, str(fakegpus.shim_path(layout.etc)), type="bind",
                                           read_only=True))
@@ -158,6 +167,28 @@ def choose_image(spec: ClusterSpec, progress: Progress) -> str:
         raise UsageError(f"image {tag} was built before accounting support (it has no slurmdbd)",
                          f"rebuild it: simcluster image build{build_flags}")
     return tag
+
+
+# What the container plugin needs of a node container (spank/simcluster_pyxis.c): a mount
+# namespace of its own, a tmpfs, and an overlay with its upper directory on it.
+MOUNT_PROBE = ('d=$(mktemp -d) && trap \'rm -rf "$d"\' EXIT && unshare --mount sh -c \'mount -t tmpfs none "$1" '
+               '&& mkdir "$1/l" "$1/u" "$1/w" "$1/m" && mount -t overlay overlay '
+               '-o "lowerdir=$1/l,upperdir=$1/u,workdir=$1/w" "$1/m"\' sh "$d"')
+CONTAINERS_OK = "container options: srun --container-image=FILE.sqsh|dockerd://IMAGE ... (docs/containers.md)"
+
+
+def containers_note(labels: Dict[str, str], tag: str, slurm_flag: str, probe) -> str:
+    """"" where the nodes can run container jobs, else the one line that says why not and
+    what fixes it. ``probe()`` runs MOUNT_PROBE in a node: (ok, its error output)."""
+    what = "container options (--container-image, ...)"
+    if "containers" not in image.image_features(labels):
+        return f"{what}: image {tag} has no container plugin; rebuild it: simcluster image build{slurm_flag}"
+    ok, err = probe()
+    if not ok:
+        err = (err.strip().splitlines() or ["refused"])[-1]
+        return (f"{what}: the node containers cannot mount ({err[:120]}; the engine's seccomp, AppArmor or "
+                "SELinux policy refuses CAP_SYS_ADMIN's mounts): up --privileged gives the nodes every privilege")
+    return ""
 
 
 def cgroups_described(spec: ClusterSpec, host_cpus: Optional[int]) -> str:
@@ -218,7 +249,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
                                               for k in keys}}
         # cgroup limits where the containers can manage their own cgroups (cgroups_note);
         # decided once, here, and kept in the state: placement() reads no engine.
-        facts = engine.host_facts() if spec.privileged else {}
+        facts = engine.host_facts()
         note = cgroups_note(spec.privileged, facts.get("cgroup_version"))
         state.provider_data["cgroups"] = not note
         state.provider_data["cgroups_note"] = note
@@ -232,7 +263,8 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
             raise explain(exc, f"creating network {network_name(spec.name)}") from None
 
         def create(key: str) -> str:
-            config = container_config(spec, layout, tag, None if key == CONTROLLER else key, cgroups=not note)
+            config = container_config(spec, layout, tag, None if key == CONTROLLER else key, cgroups=not note,
+                                      apparmor="apparmor" in (facts.get("security") or "").split(","))
             try:
                 return docker.containers.run(**config).id
             except DockerException as exc:
@@ -243,6 +275,12 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
             ids = list(pool.map(create, keys))
         state.provider_data["containers"] = dict(zip(keys, ids))
         self._drop_foreign_gpus(state, [n.name for n in spec.nodes])
+
+        def probe():
+            res = self.runner(state, spec.nodes[0].name).run(["sh", "-c", MOUNT_PROBE], timeout=30)
+            return res.ok, res.stderr
+        state.provider_data["containers_note"] = containers_note(image.image_labels(tag) or {}, tag,
+                                                                 _slurm_flag(spec), probe)
         state.placement = self.placement(state).to_dict()
         progress(f" - network and {len(keys)} containers from {tag} ... done ({time.monotonic() - t0:.2f}s)")
 
@@ -257,6 +295,10 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
         # With cgroups, the CPUs every container sees: nodes that claim no more get their
         # cores pinned (ConstrainCores, task/affinity).
         host_cpus = state.provider_data.get("host_cpus") if use_cgroups else None
+        # The container plugin, where provision found the nodes able to run it (older
+        # states did not look: none).
+        no_containers = state.provider_data.get("containers_note", "container options (--container-image, ...): "
+                                                "the cluster was made by an older simcluster (down, up makes it anew)")
         # slurm_user root, no TaskProlog (each container sees only its own GPUs), names
         # resolve through Docker's DNS (no hosts file, no nss_wrapper).
         render = RenderInputs(
@@ -266,7 +308,8 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
             accounting=AccountingInputs(dbd_port=state.slurmdbd_port or DBD_PORT,
                                         storage_port=state.mariadb_port or STORAGE_PORT,
                                         dbd_host=CONTROLLER_HOST, dbd_addr=CONTROLLER_HOST) if spec.accounting
-            else None)
+            else None,
+            containers_plugin=None if no_containers else image.PLUGIN_IN_IMAGE, containers_note=no_containers)
         return Placement(
             render=render, daemon_user="root", munged_on=[CONTROLLER, *(n.name for n in spec.nodes)],
             config_dir=layout.etc, job_root=layout.root / "shared", job_root_in_cluster=SHARED_MOUNT,
@@ -279,7 +322,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
             node_cgroups=cgroups_described(spec, host_cpus) if use_cgroups else cg_note,
             shortfalls=[] if use_cgroups else [f"limits: {cg_note}"],
             usage=(f"use it: simcluster exec --name {state.name} -- sinfo   (job files: {layout.root / 'shared'} "
-                   f"= {SHARED_MOUNT} in every node)"),
+                   f"= {SHARED_MOUNT} in every node)\n" + (no_containers or CONTAINERS_OK)),
             install_hint=(f"simcluster image build --train{_slurm_flag(spec)}, then "
                           f"up --image {image.image_tag(True, spec.slurm_release or image.DEFAULT_SLURM)}"))
 
@@ -299,7 +342,9 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
                 list(pool.map(drop, nodes))
 
     def runner(self, state: ClusterState, key: str) -> DockerExecRunner:
-        return DockerExecRunner(container_name(state.name, None if key == CONTROLLER else key))
+        if key == CONTROLLER:  # the users' commands run there: it unpacks their dockerd:// images
+            return DockerExecRunner(container_name(state.name), (str(state.layout.root / "shared"), SHARED_MOUNT))
+        return DockerExecRunner(container_name(state.name, key))
 
     def machines_running(self, state: ClusterState) -> Dict[str, bool]:
         found = {c.name: c.status == "running" for c in engine.containers_of(state.name)}
@@ -372,6 +417,10 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
 
     # -- removal --------------------------------------------------------------------------------
     def delete(self, state: ClusterState) -> List[int]:
+        # The images its jobs unpacked belong to the containers' root (images.py, the plugin):
+        # removed from inside, so a host user who is not root can remove the rest.
+        if (state.layout.root / "shared" / CONTAINERS_DIR).exists():
+            self.runner(state, CONTROLLER).run(["rm", "-rf", f"{SHARED_MOUNT}/{CONTAINERS_DIR}"], timeout=120)
         self._remove(state.name)
         return []  # every process died with its container
 

@@ -13,6 +13,7 @@ import math
 import shlex
 import signal
 import socket
+import sys
 import tarfile
 import threading
 import time
@@ -26,12 +27,20 @@ from provisioner.cluster.runner import (DEFAULT_TIMEOUT, NOT_FOUND, PIDS_ALIVE_S
 from provisioner.providers.docker.engine import client
 
 
+# $0: this Python; $1-$3: images.py's arguments; $4: "--"; then the docker exec command.
+EXEC_SCRIPT = ('case " $* " in *" --container-"*|*" sbatch "*) exec "$0" -m provisioner.providers.docker.images "$@";; '
+               'esac; shift 4; exec "$@"')
+
+
 class DockerExecRunner(Runner):
     """Container ``container`` (a name or id) of a cluster."""
 
-    def __init__(self, container: str):
+    def __init__(self, container: str, shared: Optional[Tuple[str, str]] = None):
         self.container = container
         self.where = f"container {container}"
+        # The controller's: (the cluster's shared directory here, the same in the container),
+        # for the container images its commands name (exec_prefix).
+        self.shared = shared
 
     # -- the one primitive --------------------------------------------------------------------
     def _exec(self, argv: List[str], env=None, stdin: Optional[bytes] = None, timeout: Optional[float] = None,
@@ -139,5 +148,11 @@ class DockerExecRunner(Runner):
 
     def exec_prefix(self, cwd, interactive) -> List[str]:
         # For the user's terminal (`simcluster exec`): the docker CLI attaches a TTY properly.
-        return ["docker", "exec", "-i", *(["-t"] if interactive else []), *(["-w", cwd] if cwd else []),
-                self.container]
+        prefix = ["docker", "exec", "-i", *(["-t"] if interactive else []), *(["-w", cwd] if cwd else []),
+                  self.container]
+        if not self.shared:
+            return prefix
+        # A command with a container option (or sbatch, whose script may name one) first
+        # unpacks the dockerd:// images it names, here where the engine is (images.py); the
+        # others (sinfo, squeue ...) start no Python.
+        return ["sh", "-c", EXEC_SCRIPT, sys.executable, *self.shared, self.container, "--", *prefix]
