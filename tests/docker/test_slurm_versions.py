@@ -2,7 +2,8 @@
 
 Per release: the image builds offline from its Debian suite (once; later runs hit docker's
 cache), `up --slurm R` runs it, status reports the release, the host-shell wrappers of
-`simcluster env` run the cluster's own clients, and `verify --suite basic` passes, including
+`simcluster env` run the cluster's own clients, container jobs run (check_container_jobs),
+and `verify --suite basic` passes, including
 the checks that assert release-specific behaviour (basic.cpus-per-task, basic.gpus-per-task).
 The training suites run on 24.11 (python3.11 from bookworm in a trixie image). On 26.05,
 basic.mpi may SKIP (Debian built 26.05.5 without PMIx) but must name the missing plugin.
@@ -16,6 +17,7 @@ import subprocess
 import pytest
 
 from tests.conftest import not_passed, run_cli
+from tests.docker.test_docker_containers import check_container_jobs
 
 pytestmark = pytest.mark.integration
 
@@ -49,6 +51,8 @@ def test_basic_suite_on_release(release, docker_cluster, sim_home):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.splitlines()[0] == f"slurm-wlm {st['slurm_version']}", proc.stdout
     assert {"0: node1", "1: node2"} <= set(proc.stdout.splitlines()), proc.stdout
+    # The container plugin, built in the image against this release's own headers.
+    check_container_jobs(name, sim_home)
     # Debian's 26.05.5 is built without PMIx (no mpi_pmix plugin): basic.mpi says so and
     # skips there (a later sid build with the plugin must pass); 24.11 must pass.
     checks = _verify(name, sim_home, "basic", may_skip={"basic.mpi"} if release == "26.05" else ())
