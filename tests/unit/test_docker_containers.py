@@ -26,6 +26,10 @@ def test_images_named_in_options_and_in_the_batch_script(tmp_path):
                                      "srun --container-image dockerd://img:3 true\n")
     argv = ["docker", "exec", "ctl", "sbatch", "-N2", "/shared/job.sh"]
     assert images.images_named(argv, tmp_path, "/shared") == ["img:2", "img:3"]
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "rel.sh").write_text("srun --container-image=dockerd://img:4 true\n")
+    argv = ["docker", "exec", "-i", "-w", "/shared/sub", "ctl", "sbatch", "--wait", "rel.sh"]
+    assert images.images_named(argv, tmp_path, "/shared") == ["img:4"]
     assert images.images_named(["sbatch", "/elsewhere/job.sh"], tmp_path, "/shared") == []
 
 

@@ -44,13 +44,15 @@ def name_file(name: str) -> str:
 
 
 def images_named(argv: List[str], host_shared: Path, inner_shared: str) -> List[str]:
-    """The dockerd:// images a command line names: in its options and, for sbatch, in the
-    files it names that are in the shared directory (the batch script)."""
+    """The dockerd:// images a command line (docker exec [-w DIR] CONTAINER CMD ...) names:
+    in its options and, for sbatch, in the files it names that are in the shared directory
+    (the batch script; a relative path is in DIR)."""
     text = " ".join(argv)
     found = IMAGE_RE.findall(text)
+    cwd = argv[argv.index("-w") + 1] if "-w" in argv[:-1] else inner_shared
     if "sbatch" in argv:
         for arg in argv[argv.index("sbatch") + 1:]:
-            path = host_path(arg, host_shared, inner_shared)
+            path = host_path(os.path.join(cwd, arg), host_shared, inner_shared)
             if path is not None and path.is_file() and path.stat().st_size < 1 << 20:
                 found += IMAGE_RE.findall(path.read_text(errors="replace"))
     return list(dict.fromkeys(found))
