@@ -23,6 +23,7 @@
  */
 #define _GNU_SOURCE
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <ftw.h>
@@ -33,6 +34,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -364,6 +366,17 @@ static void remove_container(const char *dir)
     remove_tree(dir);
 }
 
+/* 1 where this srun, sbatch or salloc took --NAME=value from the job's environment, where
+ * Slurm passes a job's SPANK options on to its steps (SLURM_SPANK__SLURM_SPANK_OPTION_
+ * <plugin>_<option with '_' for '-'>), not from its own command line. */
+static int inherited_option(const char *name, const char *value)
+{
+    char var[128];
+    snprintf(var, sizeof(var), "SLURM_SPANK__SLURM_SPANK_OPTION_simcluster_pyxis_%s", name);
+    const char *v = getenv(var);
+    return getenv("SLURM_JOB_ID") && v && value && strcmp(v, value) == 0;
+}
+
 /* Once per step and node, in slurmstepd as root: the container's root file system. */
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
@@ -379,6 +392,11 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
          * its user may write there, so that the step itself only mounts. */
         if (spank_context() == S_CTX_LOCAL && access(state_dir, W_OK) == 0)
             return unpack_image(opt.image, image_dir, sizeof(image_dir));
+        /* An srun in a container'd batch script (or in one of its steps) takes the job's
+         * options from its environment; they were checked when the job was submitted, and
+         * the image's path on the node is out of sight inside the container. */
+        if (inherited_option("container_image", opt.image))
+            return 0;
         return check_image(opt.image);
     }
     if (get_u32(sp, S_JOB_ID, &job) || get_u32(sp, S_JOB_STEPID, &step) || get_u32(sp, S_JOB_NODEID, &node))
@@ -535,6 +553,95 @@ static void image_environment(spank_t sp)
     fclose(fh);
 }
 
+/* -- Slurm's clients inside the container ------------------------------------------------- */
+
+#define MAX_NODE_BINDS 16
+
+/* KEY=VALUE of slurm.conf (the key in any case, the first line that has it); "" if none. */
+static void conf_value(const char *conf, const char *key, char *out, size_t len)
+{
+    char line[4096];
+    size_t n = strlen(key);
+    FILE *fh = fopen(conf, "r");
+    out[0] = 0;
+    if (!fh)
+        return;
+    while (fgets(line, sizeof(line), fh)) {
+        char *p = line + strspn(line, " \t");
+        if (strncasecmp(p, key, n) == 0 && p[n] == '=') {
+            p += n + 1;
+            p[strcspn(p, " \t\r\n#")] = 0;
+            snprintf(out, len, "%s", p);
+            break;
+        }
+    }
+    fclose(fh);
+}
+
+/* Add PATH (its directory where dir_of) to the list unless it or a directory above it is
+ * there already, or it does not exist on the node. */
+static void add_bind(char list[][PATH_MAX], int *n, const char *path, int dir_of)
+{
+    char p[PATH_MAX];
+    snprintf(p, sizeof(p), "%s", path);
+    if (dir_of) {
+        char *slash = strrchr(p, '/');
+        if (!slash || slash == p)
+            return;
+        *slash = 0;
+    }
+    if (p[0] != '/' || access(p, F_OK) || *n >= MAX_NODE_BINDS)
+        return;
+    for (int i = 0; i < *n; i++) {
+        size_t len = strlen(list[i]);
+        if (strncmp(p, list[i], len) == 0 && (p[len] == 0 || p[len] == '/'))
+            return;
+    }
+    snprintf(list[(*n)++], PATH_MAX, "%s", p);
+}
+
+/* The node's Slurm configuration and munge's socket at the same paths inside, as pyxis sites
+ * do with enroot hooks, so that an image with Slurm's client (srun, scontrol, sbatch of the
+ * same release) can use them: the launcher scripts of training jobs start steps and read the
+ * job's node list from inside the container. What is bound: /etc/slurm (where local nodes
+ * see their cluster's configuration), the directory of SLURM_CONF, of the TaskProlog,
+ * TaskEpilog and plugstack.conf that slurm.conf names (Slurm runs the TaskProlog inside the
+ * container), this plugin (plugstack.conf loads it in every srun), all read-only, and the
+ * directory of munge's socket (AuthInfo=socket=, else munge's default). */
+static int node_binds(spank_t sp)
+{
+    char list[MAX_NODE_BINDS][PATH_MAX], conf[PATH_MAX] = "", value[PATH_MAX];
+    int n = 0, ro[MAX_NODE_BINDS];
+    struct stat st;
+    Dl_info self;
+    if (stat("/etc/slurm", &st) == 0 && S_ISDIR(st.st_mode))
+        add_bind(list, &n, "/etc/slurm", 0);
+    if (spank_getenv(sp, "SLURM_CONF", conf, sizeof(conf)) != ESPANK_SUCCESS)
+        snprintf(conf, sizeof(conf), "%s", getenv("SLURM_CONF") ? getenv("SLURM_CONF") : "/etc/slurm/slurm.conf");
+    add_bind(list, &n, conf, 1);
+    const char *files[] = {"TaskProlog", "TaskEpilog", "PlugStackConfig"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        conf_value(conf, files[i], value, sizeof(value));
+        add_bind(list, &n, value, 1);
+    }
+    if (dladdr((void *)node_binds, &self) && self.dli_fname && self.dli_fname[0] == '/')
+        add_bind(list, &n, self.dli_fname, 0);
+    int first_rw = n;
+    conf_value(conf, "AuthInfo", value, sizeof(value));
+    char *sock = strstr(value, "socket=");
+    if (sock) {
+        sock += strlen("socket=");
+        sock[strcspn(sock, ",")] = 0;
+    }
+    add_bind(list, &n, sock && sock[0] ? sock : "/run/munge/munge.socket.2", 1);
+    for (int i = 0; i < n; i++)
+        ro[i] = i < first_rw;
+    for (int i = 0; i < n; i++)
+        if (bind_into(list[i], list[i], ro[i] ? MS_RDONLY : 0))
+            return -1;
+    return 0;
+}
+
 /* Per task, as root, before Slurm drops to the user: into the container. */
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
@@ -564,6 +671,8 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
         return -1;
     if (access("/etc/hosts", F_OK) == 0 && bind_into("/etc/hosts", "/etc/hosts", 0))
         return -1;  /* the node's names, so srun and MPI inside resolve the cluster's nodes */
+    if (node_binds(sp))
+        return -1;
     if (is_batch) {  /* the script, in slurmd's spool directory, at the same path inside */
         int argc = 0;
         char **argv = NULL;
