@@ -16,7 +16,7 @@ from setuptools import find_namespace_packages, setup
 # package under provisioner.data -> the top-level directory it is built from
 # (provisioner/paths.py: RUN_TIME_DIRS).
 RUN_TIME_DIRS = {"provisioner.data.ansible": "ansible", "provisioner.data.docker": "docker",
-                 "provisioner.data.configs.templates": "configs/templates"}
+                 "provisioner.data.configs.templates": "configs/templates", "provisioner.data.spank": "spank"}
 
 
 def data_packages():
@@ -24,7 +24,8 @@ def data_packages():
     that setuptools finds each one listed."""
     for package, src in RUN_TIME_DIRS.items():
         for root, dirs, _ in os.walk(src):
-            dirs[:] = sorted(d for d in dirs if d != "__pycache__")
+            # spank/build: the plugin `make setup-containers` compiles for this host, not a source.
+            dirs[:] = sorted(d for d in dirs if d != "__pycache__" and not (src == "spank" and d == "build"))
             rel = os.path.relpath(root, src)
             yield package if rel == "." else package + "." + rel.replace(os.sep, ".")
 

@@ -9,11 +9,11 @@ from pathlib import Path
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # What `up`, `image build` and `deploy` read at run time: the Slurm config templates
 # (configs/templates), the node image's build context (docker/) and the Ansible playbook
-# (ansible/). Their one source is the top level of the checkout; the build (setup.py) puts
+# (ansible/), the container plugin's source (spank/: the node image compiles it). Their one source is the top level of the checkout; the build (setup.py) puts
 # them into the package as provisioner/data/<same path>, so a wheel installed anywhere
 # needs no checkout. Running from a checkout (the tree itself, an editable install) reads
 # the top-level directories; an installed package reads its own copy.
-RUN_TIME_DIRS = ("ansible", "docker", "configs/templates")
+RUN_TIME_DIRS = ("ansible", "docker", "configs/templates", "spank")
 PACKAGED_DATA_DIR = Path(__file__).resolve().parent / "data"
 
 

@@ -56,6 +56,8 @@ def command(ctx, name, as_json, **where):
             click.echo(f"  network of the nodes: {st['node_network']}")
         if st.get("node_cgroups"):
             click.echo(f"  limits (cgroups): {st['node_cgroups']}")
+        if st.get("containers"):
+            click.echo(f"  container options: {st['containers']}")
         gpu_hdr = "GPUS(fake)" if st["fake_gpus"] else "GPUS"
         click.echo(f"  {'NODE':<14} {'STATE':<12} {'CPUS':>5} {'MEMORY':>8}  {gpu_hdr:<10} {'PORT':>5}  SLURMD  REASON")
         for n in st["nodes"]:

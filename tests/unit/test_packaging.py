@@ -31,7 +31,9 @@ def run_time_files(root: Path) -> "list[Path]":
 
 
 def source_files(src: str) -> "list[Path]":
-    return sorted(f for f in (REPO / src).rglob("*") if f.is_file() and "__pycache__" not in f.parts)
+    # spank/build is the plugin compiled for this host (make setup-containers): not packaged.
+    return sorted(f for f in (REPO / src).rglob("*") if f.is_file() and "__pycache__" not in f.parts
+                  and not (src == "spank" and "build" in f.relative_to(REPO / src).parts))
 
 
 def load_setup_py():

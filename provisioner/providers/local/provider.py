@@ -234,7 +234,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
                               controller_addr=ctl_addr, accounting=acct, cgroups=use_cgroups,
                               node_subnet=net.subnet if net else None,
                               cgroup_ignore_systemd=bool(state.provider_data.get("cgroup_ignore_systemd")),
-                              containers_plugin=None if no_containers else str(containers.PLUGIN_PATH))
+                              containers_plugin=None if no_containers else str(containers.PLUGIN_PATH),
+                              containers_note=no_containers)
         return Placement(
             render=render, daemon_user=state.user, munged_on=[CONTROLLER],
             config_dir=layout.etc, job_root=layout.root, job_root_in_cluster=str(layout.root),
