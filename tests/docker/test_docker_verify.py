@@ -20,8 +20,8 @@ pytestmark = pytest.mark.integration
 
 ALL_CHECKS = {"basic.controller", "basic.nodes", "basic.srun-env", "basic.gpus", "basic.sbatch-output",
               "basic.array", "basic.dependency", "signals.time-limit", "basic.requeue",
-              "basic.mpi", "basic.cpus-per-task", "basic.gpus-per-task", "basic.isolation", "basic.limits",
-              "ddp.train", "fsdp.train", "deepspeed.zero3", "megatron.tp2"}
+              "basic.mpi", "basic.container", "basic.cpus-per-task", "basic.gpus-per-task", "basic.isolation",
+              "basic.limits", "ddp.train", "fsdp.train", "deepspeed.zero3", "megatron.tp2"}
 
 
 @pytest.fixture(scope="module")
