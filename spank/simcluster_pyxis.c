@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <grp.h>
 #include <sys/file.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
@@ -52,11 +53,11 @@ SPANK_PLUGIN(simcluster_pyxis, 1);
 #define MAX_MOUNTS 64
 
 static struct {
-    char *image, *mounts, *workdir, *name, *env;
+    char *image, *mounts, *workdir, *name, *env, *save;
     int remap_root;   /* 1 / 0 */
     int mount_home;   /* 1 / 0 */
     int writable;     /* 1 / 0 */
-} opt = {NULL, NULL, NULL, NULL, NULL, 0, 0, 1};
+} opt = {NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 1};
 
 static char state_dir[PATH_MAX];
 static char step_dir[PATH_MAX];   /* <state>/data/<container id> */
@@ -64,6 +65,11 @@ static char rootfs[PATH_MAX];     /* step_dir/root: the container's root file sy
 static int step_mounted;          /* the overlay is ours to unmount at the step's end */
 static char task_dir[PATH_MAX];   /* where the task starts inside the container */
 static int is_batch;              /* the batch step: its script is mounted in the container */
+/* --container-save */
+static char save_path[PATH_MAX];  /* where the step's first node saves its container */
+static char save_error[PATH_MAX + 256];  /* why it cannot, said by each task (slurmstepd's own
+                                          * messages go to slurmd's log, a task's to the user) */
+static uint32_t exited_tasks;
 
 static int set_str(char **dst, const char *val)
 {
@@ -77,6 +83,7 @@ static int cb_mounts(int v, const char *o, int r) { return set_str(&opt.mounts, 
 static int cb_workdir(int v, const char *o, int r) { return set_str(&opt.workdir, o); }
 static int cb_name(int v, const char *o, int r) { return set_str(&opt.name, o); }
 static int cb_env(int v, const char *o, int r) { return set_str(&opt.env, o); }
+static int cb_save(int v, const char *o, int r) { return set_str(&opt.save, o); }
 static int cb_flag(int v, const char *o, int r)
 {
     switch (v) {
@@ -93,13 +100,17 @@ static int cb_flag(int v, const char *o, int r)
 /* Registered by slurm_spank_init, as pyxis does: with only an exported spank_options table,
  * sbatch answered "unrecognized option" here (Slurm 22.05). */
 static struct spank_option options[] = {
-    {"container-image", "[dockerd://]IMAGE|PATH.sqsh",
-     "[simcluster] the image: a squashfs file, or dockerd://IMAGE of this machine's docker engine", 1, 0, cb_image},
+    {"container-image", "[docker[d]://]IMAGE|PATH.sqsh",
+     "[simcluster] the image: a squashfs file, dockerd://IMAGE of this machine's docker engine, or "
+     "docker://[USER@][REGISTRY#]IMAGE[:TAG] pulled by it", 1, 0, cb_image},
     {"container-mounts", "SRC:DST[:ro][,SRC:DST...]", "[simcluster] bind mount[s] inside the container", 1, 0,
      cb_mounts},
     {"container-workdir", "PATH", "[simcluster] working directory inside the container", 1, 0, cb_workdir},
     {"container-name", "NAME", "[simcluster] a container that later steps of the job reuse, with its changes", 1, 0,
      cb_name},
+    {"container-save", "PATH",
+     "[simcluster] save the container's file system as a squashfs file at the step's end (on its first node)", 1, 0,
+     cb_save},
     {"container-env", "NAME[,NAME...]", "[simcluster] variables whose host value wins over the image's", 1, 0, cb_env},
     {"container-remap-root", NULL, "[simcluster] be uid 0 inside the container", 0, 1, cb_flag},
     {"no-container-remap-root", NULL, "[simcluster] keep your uid inside the container (default)", 0, 2, cb_flag},
@@ -180,6 +191,7 @@ static int remove_tree(const char *path)
 }
 
 #define DOCKERD "dockerd://"
+#define DOCKER "docker://"
 
 /* A squashfs file that exists, or dockerd://IMAGE; other URIs get the command to use. */
 static int check_image(const char *image)
@@ -187,9 +199,11 @@ static int check_image(const char *image)
     struct stat st;
     if (strncmp(image, DOCKERD, strlen(DOCKERD)) == 0 && image[strlen(DOCKERD)])
         return 0;
+    if (strncmp(image, DOCKER, strlen(DOCKER)) == 0 && image[strlen(DOCKER)])
+        return 0;
     if (strstr(image, "://")) {
-        slurm_error("simcluster_pyxis: --container-image=%s: only squashfs files and dockerd://IMAGE "
-                    "(an image of this machine's docker engine) are supported; pull it with docker first", image);
+        slurm_error("simcluster_pyxis: --container-image=%s: only squashfs files, dockerd://IMAGE (an image of "
+                    "this machine's docker engine) and docker://IMAGE are supported", image);
         return -1;
     }
     if (stat(image, &st) || !S_ISREG(st.st_mode)) {
@@ -266,10 +280,45 @@ static int dockerd_ref(const char *name, char *id, size_t len)
     return rc;
 }
 
+/* enroot's docker://[USER@][REGISTRY#]IMAGE[:TAG] as docker's reference, REGISTRY/IMAGE[:TAG]
+ * (USER is for enroot's credentials: docker uses its own login). */
+static void docker_ref(const char *uri, char *ref, size_t len)
+{
+    const char *rest = uri + strlen(DOCKER), *hash = strchr(rest, '#'), *at = strchr(rest, '@');
+    if (at && (hash ? at < hash : strncmp(at + 1, "sha256:", 7) != 0))
+        rest = at + 1;
+    hash = strchr(rest, '#');
+    if (hash)
+        snprintf(ref, len, "%.*s/%s", (int)(hash - rest), rest, hash + 1);
+    else
+        snprintf(ref, len, "%s", rest);
+}
+
+/* docker://...: pulled by this machine's docker engine, then used as dockerd://REF. Where
+ * the pull fails (no registry reachable, no such image), one line with docker's reason. */
+static int pull_image(const char *image, char *dockerd, size_t len)
+{
+    char ref[PATH_MAX - 16], why[512];
+    docker_ref(image, ref, sizeof(ref));
+    char *argv[] = {"sh", "-c", "out=$(docker pull -q \"$1\" 2>&1) && exit 0; printf '%s\\n' \"$out\" | tail -n 1; "
+                    "exit 1", "sh", ref, NULL};
+    snprintf(dockerd, len, "%s%s", DOCKERD, ref);
+    int rc = run_line(argv, why, sizeof(why));
+    why[strcspn(why, "\n")] = 0;
+    if (rc == 0 || why[0] == 0)
+        return 0;  /* pulled (docker pull -q prints the reference), or an old docker that prints nothing */
+    slurm_error("simcluster_pyxis: --container-image=%s: docker pull %s failed (%s); where no registry is "
+                "reachable, docker load the image and use dockerd://IMAGE, or a squashfs file", image, ref, why);
+    return -1;
+}
+
 /* The unpacked image, made once per cluster: <state>/images/<size>-<mtime>-<inode> for a
  * squashfs file, <state>/images/dockerd-<image id> for a docker image. */
 static int unpack_image(const char *image, char *out, size_t outlen)
 {
+    char pulled[PATH_MAX];
+    if (strncmp(image, DOCKER, strlen(DOCKER)) == 0)
+        return pull_image(image, pulled, sizeof(pulled)) ? -1 : unpack_image(pulled, out, outlen);
     struct stat st;
     char dir[PATH_MAX], tmp[PATH_MAX], lock[PATH_MAX], id[256];
     int docker = strncmp(image, DOCKERD, strlen(DOCKERD)) == 0;
@@ -377,6 +426,8 @@ static int inherited_option(const char *name, const char *value)
     return getenv("SLURM_JOB_ID") && v && value && strcmp(v, value) == 0;
 }
 
+static int save_target(spank_t sp);
+
 /* Once per step and node, in slurmstepd as root: the container's root file system. */
 int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
 {
@@ -397,6 +448,10 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
          * the image's path on the node is out of sight inside the container. */
         if (inherited_option("container_image", opt.image))
             return 0;
+        if (strncmp(opt.image, DOCKER, strlen(DOCKER)) == 0) {  /* sbatch, salloc: no registry is one line now */
+            char pulled[PATH_MAX];
+            return pull_image(opt.image, pulled, sizeof(pulled));
+        }
         return check_image(opt.image);
     }
     if (get_u32(sp, S_JOB_ID, &job) || get_u32(sp, S_JOB_STEPID, &step) || get_u32(sp, S_JOB_NODEID, &node))
@@ -407,6 +462,8 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
     if (step == SLURM_EXTERN_CONT || step == SLURM_INTERACTIVE_STEP)
         return 0;
     is_batch = step == SLURM_BATCH_SCRIPT;
+    if (opt.save && opt.save[0] && node == 0)
+        save_target(sp);  /* a wrong PATH fails the tasks, where the user sees why */
     if (opt.name && opt.name[0]) {
         if (strchr(opt.name, '/') || opt.name[0] == '.') {
             slurm_error("simcluster_pyxis: --container-name=%s: a name may not hold '/' or start with '.'", opt.name);
@@ -642,6 +699,108 @@ static int node_binds(spank_t sp)
     return 0;
 }
 
+/* -- real GPUs: the host's NVIDIA driver inside ------------------------------------------- */
+
+/* What enroot's nvidia hook (libnvidia-container's "utility" and "compute" capabilities)
+ * puts in a container: the driver's user-space libraries, which must match the kernel's
+ * module and so come from the host, never from the image, and its tools. */
+static const char *const NVIDIA_LIBS[] = {
+    "libcuda.so", "libcudadebugger.so", "libnvidia-ml.so", "libnvidia-cfg.so", "libnvidia-ptxjitcompiler.so",
+    "libnvidia-nvvm.so", "libnvidia-opencl.so", "libnvidia-allocator.so", "libnvidia-gpucomp.so",
+    "libnvidia-pkcs11.so", "libnvidia-fatbinaryloader.so", "libnvidia-compiler.so", NULL};
+static const char *const NVIDIA_BINS[] = {
+    "nvidia-smi", "nvidia-debugdump", "nvidia-persistenced", "nvidia-cuda-mps-control", "nvidia-cuda-mps-server", NULL};
+
+/* A program in PATH or the usual directories (slurmstepd's PATH may be short); 0 if found. */
+static int find_program(const char *name, char *out, size_t len)
+{
+    char dirs[4096];
+    snprintf(dirs, sizeof(dirs), "%s:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+             getenv("PATH") ? getenv("PATH") : "");
+    char *save = NULL;
+    for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+        snprintf(out, len, "%s/%s", d, name);
+        if (d[0] == '/' && access(out, X_OK) == 0)
+            return 0;
+    }
+    return -1;
+}
+
+/* The driver's libraries ldconfig knows (the machine's word size only), each bound read-only
+ * at its own path, and the container's loader told about their directories. */
+static int nvidia_from_ldconfig(void)
+{
+    char line[PATH_MAX + 256], dirs[8][PATH_MAX], ldconfig[PATH_MAX], conf[PATH_MAX];
+    int ndirs = 0;
+    if (find_program("ldconfig", ldconfig, sizeof(ldconfig)))
+        return -1;
+    char cmd[PATH_MAX + 8];
+    snprintf(cmd, sizeof(cmd), "%s -p", ldconfig);
+    FILE *fh = popen(cmd, "r");
+    if (!fh)
+        return -1;
+    while (fgets(line, sizeof(line), fh)) {
+        char *name = line + strspn(line, " \t"), *arch = strchr(line, '('), *path = strstr(line, "=> ");
+        if (!arch || !path || !strchr(arch, ','))  /* "(libc6)": 32-bit libraries of a 64-bit machine */
+            continue;
+        path += 3;
+        path[strcspn(path, "\n")] = 0;
+        int wanted = 0;
+        for (int i = 0; NVIDIA_LIBS[i]; i++)
+            wanted |= strncmp(name, NVIDIA_LIBS[i], strlen(NVIDIA_LIBS[i])) == 0;
+        if (!wanted || path[0] != '/' || bind_into(path, path, MS_RDONLY))
+            continue;
+        *strrchr(path, '/') = 0;
+        int known = 0;
+        for (int i = 0; i < ndirs; i++)
+            known |= strcmp(dirs[i], path) == 0;
+        if (!known && ndirs < 8)
+            snprintf(dirs[ndirs++], PATH_MAX, "%s", path);
+    }
+    pclose(fh);
+    snprintf(conf, sizeof(conf), "%s/etc/ld.so.conf.d", rootfs);
+    if (ndirs && opt.writable && mkdirs(conf, 0755) == 0) {
+        snprintf(conf, sizeof(conf), "%s/etc/ld.so.conf.d/000-simcluster-nvidia.conf", rootfs);
+        FILE *out = fopen(conf, "w");
+        for (int i = 0; out && i < ndirs; i++)
+            fprintf(out, "%s\n", dirs[i]);
+        if (out)
+            fclose(out);
+        char *argv[] = {ldconfig, "-r", rootfs, NULL};
+        (void)run(argv);  /* the image's loader cache with them; a loader without one still searches */
+    }
+    for (int i = 0; NVIDIA_BINS[i]; i++)
+        if (find_program(NVIDIA_BINS[i], line, sizeof(line)) == 0)
+            (void)bind_into(line, line, MS_RDONLY);
+    return 0;
+}
+
+/* On a node with NVIDIA GPUs (/dev/nvidiactl): `nvidia-container-cli configure` where
+ * installed, as enroot's hook does, else the libraries that ldconfig lists and the tools.
+ * The device files come with the node's /dev; the node's device cgroup lets the task open
+ * only its step's GPUs, and CUDA_VISIBLE_DEVICES (the TaskProlog) names them. */
+static int gpu_binds(void)
+{
+    struct stat st;
+    char cli[PATH_MAX], pid[32];
+    if (stat("/dev/nvidiactl", &st) || !S_ISCHR(st.st_mode))
+        return 0;  /* no GPU, or fake ones: their files are the node's, nvidia-smi the TaskProlog's */
+    if (find_program("nvidia-container-cli", cli, sizeof(cli)) == 0) {
+        snprintf(pid, sizeof(pid), "--pid=%d", (int)getpid());
+        char *argv[] = {cli, "--load-kmods", "configure", "--no-cgroups", "--no-devbind", "--device=all",
+                        "--compute", "--utility", pid, rootfs, NULL};
+        if (run(argv) == 0)
+            return 0;
+        slurm_error("simcluster_pyxis: nvidia-container-cli configure failed; the driver's libraries from "
+                    "ldconfig -p instead");
+    }
+    if (nvidia_from_ldconfig()) {
+        slurm_error("simcluster_pyxis: no ldconfig on this node: the container has no NVIDIA driver libraries");
+        return -1;
+    }
+    return 0;
+}
+
 /* Per task, as root, before Slurm drops to the user: into the container. */
 int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
@@ -649,6 +808,10 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
     uid_t uid;
     if (!opt.image || !opt.image[0] || !rootfs[0])
         return 0;
+    if (save_error[0]) {
+        slurm_error("simcluster_pyxis: %s", save_error);
+        return -1;
+    }
     if (!getcwd(cwd, sizeof(cwd)))
         snprintf(cwd, sizeof(cwd), "/");
     if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
@@ -671,7 +834,7 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
         return -1;
     if (access("/etc/hosts", F_OK) == 0 && bind_into("/etc/hosts", "/etc/hosts", 0))
         return -1;  /* the node's names, so srun and MPI inside resolve the cluster's nodes */
-    if (node_binds(sp))
+    if (node_binds(sp) || gpu_binds())
         return -1;
     if (is_batch) {  /* the script, in slurmd's spool directory, at the same path inside */
         int argc = 0;
@@ -759,6 +922,73 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
         return -1;
     }
     return 0;
+}
+
+/* -- --container-save ------------------------------------------------------------------- */
+
+
+/* --container-save=PATH as an absolute path (a relative one is the job's directory's, as
+ * with pyxis), checked now: its directory must exist and be the job's user's to write. */
+static int save_target(spank_t sp)
+{
+    char cwd[PATH_MAX] = "", dir[PATH_MAX];
+    uid_t uid;
+    gid_t gid;
+    if (opt.save[0] != '/' && spank_getenv(sp, "PWD", cwd, sizeof(cwd)) != ESPANK_SUCCESS) {
+        snprintf(save_error, sizeof(save_error), "--container-save=%s: a relative path, and the job has no "
+                 "directory", opt.save);
+        return -1;
+    }
+    snprintf(save_path, sizeof(save_path), "%s%s%s", opt.save[0] == '/' ? "" : cwd, opt.save[0] == '/' ? "" : "/",
+             opt.save);
+    snprintf(dir, sizeof(dir), "%s", save_path);
+    *strrchr(dir, '/') = 0;
+    if (spank_get_item(sp, S_JOB_UID, &uid) != ESPANK_SUCCESS || spank_get_item(sp, S_JOB_GID, &gid) != ESPANK_SUCCESS)
+        return -1;
+    pid_t pid = fork();
+    int status = -1;
+    if (pid == 0)  /* the user's own right to write there, not root's */
+        _exit(setgroups(0, NULL) || setgid(gid) || setuid(uid) || access(dir[0] ? dir : "/", W_OK) ? 1 : 0);
+    if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
+        snprintf(save_error, sizeof(save_error), "--container-save=%s: %s is not a directory the job's user may "
+                 "write to on this node", opt.save, dir[0] ? dir : "/");
+        save_path[0] = 0;
+        return -1;
+    }
+    return 0;
+}
+
+/* The container's file system (the overlay: image and the step's changes) as a squashfs
+ * file, the job's user's, written to a temporary name and renamed: a failed or cut save
+ * leaves no half file at PATH. */
+static int save_container(spank_t sp)
+{
+    char tmp[PATH_MAX + 32], *slash = strrchr(save_path, '/');
+    uid_t uid = 0;
+    gid_t gid = 0;
+    snprintf(tmp, sizeof(tmp), "%.*s/.%s.%d.tmp", (int)(slash - save_path), save_path, slash + 1, (int)getpid());
+    char *argv[] = {"mksquashfs", rootfs, tmp, "-noappend", "-comp", "lz4", "-quiet", "-no-progress", NULL};
+    spank_get_item(sp, S_JOB_UID, &uid);
+    spank_get_item(sp, S_JOB_GID, &gid);
+    if (run(argv) != 0 || chown(tmp, uid, gid) || rename(tmp, save_path)) {
+        slurm_error("simcluster_pyxis: --container-save=%s: mksquashfs of the container failed", opt.save);
+        unlink(tmp);
+        return -1;
+    }
+    slurm_info("simcluster_pyxis: saved the container of the step to %s", save_path);
+    return 0;
+}
+
+/* After each task, in slurmstepd: the last task of the node saves the container (pyxis does
+ * it then too), before srun hears of the step's end: its next step may run the file. */
+int slurm_spank_task_exit(spank_t sp, int ac, char **av)
+{
+    uint32_t tasks;
+    if (!spank_remote(sp) || !step_mounted || !save_path[0] || get_u32(sp, S_JOB_LOCAL_TASK_COUNT, &tasks))
+        return 0;
+    if (++exited_tasks < tasks)
+        return 0;
+    return save_container(sp);
 }
 
 /* The step's end, in slurmstepd: its overlay goes; an unnamed container's directory too. */
