@@ -31,8 +31,10 @@ WRONG_RELEASE = ("container options (--container-image, ...): the plugin was bui
                  "this host runs {host}; `make setup-containers` rebuilds it")
 NOT_ROOT = "container options (--container-image, ...): need the local backend run as root (mounts per task)"
 
-# Enroot's image URI schemes; only dockerd:// is imported here (docker:// needs a registry).
+# Enroot's image URI schemes: dockerd:// (the docker engine's images) and docker:// (pulled
+# from a registry by the docker engine first) are imported here.
 DOCKERD = "dockerd://"
+DOCKER = "docker://"
 SCHEMES = ("dockerd://", "docker://", "podman://")
 
 
@@ -79,13 +81,43 @@ def parse_mounts(value: str) -> List[Tuple[str, str, bool]]:
 
 
 def docker_image_of(source: str) -> str:
-    """The docker image a `dockerd://IMAGE` source names; one clear line for anything else."""
+    """The docker image a `dockerd://IMAGE` source names; one clear line for anything else
+    (`docker://` sources are pulled first: pull_image)."""
     if source.startswith(DOCKERD) and len(source) > len(DOCKERD):
         return source[len(DOCKERD):]
     if source.startswith(SCHEMES):
-        raise UsageError(f"{source}: only dockerd://IMAGE (an image of this machine's docker engine) "
-                         "can be imported; pull it with docker first, then import dockerd://IMAGE")
-    raise UsageError(f"{source}: name an image as dockerd://IMAGE (e.g. dockerd://debian:bookworm)")
+        raise UsageError(f"{source}: only dockerd://IMAGE (an image of this machine's docker engine) and "
+                         "docker://[USER@][REGISTRY#]IMAGE[:TAG] can be imported")
+    raise UsageError(f"{source}: name an image as dockerd://IMAGE (e.g. dockerd://debian:bookworm) "
+                     "or docker://[REGISTRY#]IMAGE[:TAG]")
+
+
+def docker_reference(source: str) -> str:
+    """enroot's `docker://[USER@][REGISTRY#]IMAGE[:TAG]` as docker's `REGISTRY/IMAGE[:TAG]`
+    (USER names enroot's credentials; docker uses its own login). The plugin reads the same
+    syntax (spank/simcluster_pyxis.c, docker_ref)."""
+    rest = source[len(DOCKER):]
+    if not rest:
+        raise UsageError(f"{source}: name an image: docker://[USER@][REGISTRY#]IMAGE[:TAG]")
+    hash_at, user_at = rest.find("#"), rest.find("@")
+    if user_at >= 0 and (user_at < hash_at if hash_at >= 0 else not rest[user_at + 1:].startswith("sha256:")):
+        rest = rest[user_at + 1:]
+    registry, sep, image = rest.partition("#")
+    return f"{registry}/{image}" if sep else registry
+
+
+def pull_image(source: str) -> str:
+    """`docker://...` pulled by this machine's docker engine; the docker image to import.
+    Where no registry is reachable: one line with docker's reason and what to do instead."""
+    ref = docker_reference(source)
+    if shutil.which("docker") is None:
+        raise PrerequisiteError("docker is not installed: `make setup-docker` installs and starts it")
+    proc = subprocess.run(["docker", "pull", "-q", ref], capture_output=True, text=True)
+    if proc.returncode != 0:
+        lines = (proc.stderr or proc.stdout).strip().splitlines()
+        raise UsageError(f"{source}: docker pull {ref} failed ({lines[-1] if lines else 'no reason given'}); where "
+                         "no registry is reachable, docker load the image here and import dockerd://IMAGE")
+    return ref
 
 
 def environment_file(env: List[str]) -> str:
@@ -107,8 +139,9 @@ def _run(cmd: List[str], what: str, **kwargs) -> subprocess.CompletedProcess:
 def import_image(source: str, out: Path) -> Path:
     """`simcluster image import dockerd://IMAGE -o FILE.sqsh`: the image's file system (docker
     export of a container made from it, never started) and its ENV in /etc/environment, as one
-    squashfs file. Written to a temporary name first: a failed import leaves no FILE.sqsh."""
-    image = docker_image_of(source)
+    squashfs file; `docker://...` is pulled first. Written to a temporary name first: a failed
+    import leaves no FILE.sqsh."""
+    image = docker_image_of(source) if not source.startswith(DOCKER) else docker_reference(source)
     if shutil.which("mksquashfs") is None:
         raise PrerequisiteError("mksquashfs is not installed: `make setup-containers` installs squashfs-tools")
     if shutil.which("docker") is None:
@@ -116,6 +149,8 @@ def import_image(source: str, out: Path) -> Path:
     out = out.resolve()
     if not out.parent.is_dir():
         raise UsageError(f"-o {out}: directory {out.parent} does not exist")
+    if source.startswith(DOCKER):
+        image = pull_image(source)
     info = json.loads(_run(["docker", "image", "inspect", image], f"docker image {image}").stdout)[0]
     env = (info.get("Config") or {}).get("Env") or []
     with tempfile.TemporaryDirectory(prefix="simcluster-import-", dir=out.parent) as tmp:

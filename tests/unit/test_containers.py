@@ -36,11 +36,32 @@ def test_bad_mounts_are_one_line(value, message):
 def test_image_sources():
     assert containers.docker_image_of("dockerd://simcluster/base:bookworm") == "simcluster/base:bookworm"
     with pytest.raises(UsageError, match="only dockerd://IMAGE"):
-        containers.docker_image_of("docker://nvcr.io#nvidia/pytorch:23.10-py3")
+        containers.docker_image_of("podman://ubuntu")
     with pytest.raises(UsageError, match="name an image as dockerd://IMAGE"):
         containers.docker_image_of("ubuntu")
     with pytest.raises(UsageError):
         containers.docker_image_of("dockerd://")
+
+
+@pytest.mark.parametrize("uri, ref", [
+    ("docker://ubuntu", "ubuntu"),
+    ("docker://ubuntu:22.04", "ubuntu:22.04"),
+    ("docker://nvcr.io#nvidia/pytorch:23.10-py3", "nvcr.io/nvidia/pytorch:23.10-py3"),
+    ("docker://me@nvcr.io#nvidia/pytorch:23.10-py3", "nvcr.io/nvidia/pytorch:23.10-py3"),
+    ("docker://me@ubuntu:22.04", "ubuntu:22.04"),
+    ("docker://ubuntu@sha256:0123abcd", "ubuntu@sha256:0123abcd"),
+])
+def test_enroot_docker_uris_as_docker_references(uri, ref):
+    assert containers.docker_reference(uri) == ref
+
+
+@pytest.mark.skipif(shutil.which("docker") is None or subprocess.run(["docker", "version"], capture_output=True)
+                    .returncode != 0, reason="no docker engine here")
+def test_a_docker_uri_without_a_registry_is_one_line():
+    """A registry that cannot be reached (.invalid never resolves): one line with docker's reason."""
+    with pytest.raises(UsageError, match=r"^docker://nosuch.invalid#simcluster/x:1: docker pull "
+                                         r"nosuch.invalid/simcluster/x:1 failed \(.+\); where no registry is reachable"):
+        containers.pull_image("docker://nosuch.invalid#simcluster/x:1")
 
 
 def test_environment_file_keeps_assignments_only():
