@@ -217,3 +217,85 @@ def test_a_docker_engine_image_directly(make_cluster, tmp_path):
     assert [p for p in images if p.startswith("dockerd-") and not p.endswith(".lock")], images
     bad = c.run(["srun", "--container-image=dockerd://simcluster-no-such-image:0", "true"], check=False)
     assert bad.returncode != 0 and "docker engine has no image simcluster-no-such-image:0" in bad.stderr
+
+
+SLURM_CLIENTS = ("srun", "scontrol", "sh", "tr", "env")  # sh: the TaskProlog; env: nvidia-smi's #!
+SLURM_PLUGINS = "/usr/lib/x86_64-linux-gnu/slurm-wlm"
+
+
+def _slurm_client_rootfs(root: Path) -> None:
+    """A tiny root file system with this host's Slurm client (srun, scontrol and the plugins
+    they load: the cluster's release) and python3 (its library mounted from the host by the
+    steps), the way a training image carries both."""
+    _tiny_rootfs(root)
+    # Slurm's commands look up its users (SlurmUser=root) by name.
+    (root / "etc" / "passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
+    (root / "etc" / "group").write_text("root:x:0:\n")
+    libs = set()
+    programs = [shutil.which(p) for p in SLURM_CLIENTS] + [os.path.realpath("/usr/bin/python3")]
+    plugins = [str(p) for p in Path(SLURM_PLUGINS).glob("*.so")]
+    for path in programs + plugins:
+        dest = root / path.lstrip("/")
+        if path in programs:
+            dest = root / "usr" / "bin" / (Path(path).name if "python" not in path else "python3")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(path, dest)
+        out = subprocess.run(["ldd", path], capture_output=True, text=True).stdout
+        libs.update(tok for tok in out.split() if tok.startswith("/") and os.path.exists(tok))
+    for lib in libs:
+        dest = root / lib.lstrip("/")
+        if not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(os.path.realpath(lib), dest)
+
+
+@pytest.mark.skipif(not (shutil.which("srun") and Path(SLURM_PLUGINS).is_dir() and os.path.exists("/usr/bin/python3")),
+                    reason="needs Debian's Slurm client and python3 on this host to make the image")
+def test_slurm_clients_gpus_and_save_inside_containers(make_cluster, tmp_path):
+    """A container'd batch script runs scontrol and srun inside (the node's Slurm config and
+    munge socket are mounted); its sruns inherit sbatch's options and run in the same image;
+    each task sees exactly its step's fake GPUs (CUDA_VISIBLE_DEVICES, simcluster's
+    nvidia-smi incl. the dmon of training launchers); --container-save makes a .sqsh a later
+    step runs; a docker:// image with no registry reachable is one line."""
+    root = tmp_path / "rootfs"
+    _slurm_client_rootfs(root)
+    image = tmp_path / "slurm.sqsh"
+    subprocess.run(["mksquashfs", str(root), str(image), "-noappend", "-comp", "lz4", "-quiet", "-no-progress"],
+                   check=True)
+    c = make_cluster("--nodes", "2", "--fake-gpus", "4")
+    out = tmp_path / "out"
+    out.mkdir()
+    pylib = f"/usr/lib/{Path(os.path.realpath('/usr/bin/python3')).name}"
+    script = write_job(tmp_path / "prelaunch.sh", """\
+        echo "batch $(stat -f -c %T /)"
+        echo "hosts $(scontrol show hostnames "$SLURM_JOB_NODELIST" | tr '\\n' ' ')"
+        srun --mpi=none --gpus-per-node=1 bash -c \\
+            'echo "step $(hostname) $(stat -f -c %T /) gpus=$CUDA_VISIBLE_DEVICES $(nvidia-smi -L | grep -c ^GPU)"'
+        srun -N1 -n1 nvidia-smi dmon --delay 1 --count 2 --select pumt --options DT --filename "$PWD/dmon.txt"
+        """)
+    job = c.run(["sbatch", "--parsable", "-N2", "--ntasks-per-node=1", "--gpus-per-node=2",
+                 "-o", str(tmp_path / "batch.out"), "-e", str(tmp_path / "batch.err"),
+                 f"--container-image={image}", f"--container-mounts={pylib},{out}:{out}",
+                 f"--container-workdir={out}", "--no-container-mount-home", str(script)]).stdout.strip()
+    assert wait_job(c, job, timeout=300) == "COMPLETED", (tmp_path / "batch.err").read_text()
+    lines = (tmp_path / "batch.out").read_text().splitlines()
+    assert lines[:2] == ["batch overlayfs", "hosts node1 node2 "], lines
+    assert sorted(lines[2:4]) == ["step node1 overlayfs gpus=0 1", "step node2 overlayfs gpus=0 1"], lines
+    dmon = (out / "dmon.txt").read_text().splitlines()
+    assert dmon[0].startswith("#Date") and "pwr" in dmon[0] and "fb" in dmon[0], dmon
+    assert [ln.split()[2] for ln in dmon[2:]] == ["0", "1", "0", "1"], dmon  # the job's 2 GPUs, 2 samples
+
+    saved = tmp_path / "saved.sqsh"
+    c.run(["srun", "-N1", f"--container-image={image}", f"--container-save={saved}", "bash", "-c",
+           "echo kept > /marker"], timeout=300, cwd=tmp_path)
+    assert saved.is_file() and not [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    proc = c.run(["srun", "-N1", f"--container-image={saved}", "cat", "/marker"], timeout=300, cwd=tmp_path)
+    assert proc.stdout == "kept\n", proc.stderr
+    bad = c.run(["srun", "-N1", f"--container-image={image}", "--container-save=/nonexistent/x.sqsh", "true"],
+                check=False, timeout=300, cwd=tmp_path)
+    assert bad.returncode != 0 and "--container-save=/nonexistent/x.sqsh: /nonexistent is not a directory" in bad.stderr
+
+    if _docker_image():  # a docker engine answers here
+        bad = c.run(["srun", "--container-image=docker://nosuch.invalid#simcluster/x:1", "true"], check=False)
+        assert bad.returncode != 0, bad.stdout
+        assert "docker pull nosuch.invalid/simcluster/x:1 failed (" in bad.stderr, bad.stderr
