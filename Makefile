@@ -16,7 +16,7 @@ PIP := $(VENV)/bin/pip install -q --disable-pip-version-check
 DEMO_NAME ?= demo
 
 .PHONY: setup setup-apt setup-venv setup-train setup-deploy setup-test setup-docker setup-containers demo test test-unit \
-	test-integration test-docker bench soak bench-faults clean
+	test-integration test-docker bench soak bench-faults bench-containers clean
 
 # Each user installs what their path needs (docs/requirements.md lists what each target
 # installs and downloads): `setup` the cluster itself, `setup-train` the training stack
@@ -75,7 +75,7 @@ demo: setup setup-train setup-containers  ## the main job: a 2-node fake-GPU clu
 	$(SIMCLUSTER) test --name $(DEMO_NAME) --nodes 2 --fake-gpus 2 --suite all
 
 test: setup setup-train setup-deploy setup-test setup-docker setup-containers  ## the full test suite (real daemons, real dockerd)
-	$(PY) -m pytest -q -rs tests
+	$(PY) -m pytest -q -rs --durations=30 tests
 
 test-docker: setup setup-train setup-deploy setup-test setup-docker  ## the docker backend's tests only (tests/docker)
 	$(PY) -m pytest -q -rs tests/docker
@@ -95,6 +95,9 @@ bench: setup  ## time up/down for 2..256 nodes, CI speed (test --suite basic, 10
 SOAK_MINUTES ?= 30
 soak: setup  ## random faults for SOAK_MINUTES against a stream of jobs; 0 jobs may be lost
 	$(PY) scripts/soak.py --minutes $(SOAK_MINUTES) --out docs/reliability.md
+
+bench-containers: setup setup-containers  ## container steps: image import, first and warm --container-image step per node count, write docs/benchmarks-containers.md
+	$(PY) scripts/bench_containers.py --out docs/benchmarks-containers.md
 
 bench-faults: setup  ## repair, stop/start and failure detection times, write docs/benchmarks-faults.md
 	$(PY) scripts/bench_faults.py --out docs/benchmarks-faults.md
