@@ -19,8 +19,8 @@ from provisioner.verify.context import VerifyContext, render_template
 from provisioner.verify.jobs import JobError
 from provisioner.verify.outcome import CheckFailed, CheckSkipped, Outcome
 
-# The programs the check's job runs inside the container.
-PROGRAMS = ("bash", "cat", "id", "ls", "mkdir", "sleep", "true")
+# The programs the check's job runs inside the container (sh and tr: the cluster's TaskProlog runs there too).
+PROGRAMS = ("bash", "sh", "cat", "id", "ls", "mkdir", "sleep", "tr", "true")
 MARKER = "etc/simcluster-verify"
 
 
