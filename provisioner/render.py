@@ -239,12 +239,12 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
     if inputs.containers_plugin:
         ctx["containers"] = {"plugin": inputs.containers_plugin, "plugstack": f"{paths.etc}/plugstack.conf",
                              "state_dir": f"{paths.root}/containers"}
+        ctx["oci"] = {"runtime": f"{paths.etc}/oci_runtime.sh", "state_dir": f"{paths.run}/crun",
+                      "slurm_conf": paths.slurm_conf}
     return ctx
 
 
 def render_all(spec: ClusterSpec, inputs: RenderInputs) -> Dict[str, str]:
-        ctx["oci"] = {"runtime": f"{paths.etc}/oci_runtime.sh", "state_dir": f"{paths.run}/crun",
-                      "slurm_conf": paths.slurm_conf}
     """Return {file name: text} for every config file of the cluster (task_prolog.sh only
     where the inputs ask for a TaskProlog, slurmdbd.conf only with accounting, plugstack.conf,
     oci.conf and oci_runtime.sh only with a container plugin)."""

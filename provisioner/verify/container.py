@@ -22,6 +22,9 @@ from provisioner.verify.outcome import CheckFailed, CheckSkipped, Outcome
 # The programs the check's job runs inside the container (sh and tr: the cluster's TaskProlog runs there too).
 PROGRAMS = ("bash", "sh", "cat", "id", "ls", "mkdir", "sleep", "tr", "true")
 MARKER = "etc/simcluster-verify"
+# The rest of glibc beside libc.so.6: what a real image has and the driver's libraries
+# (libcuda, nvidia-smi), bound into containers on GPU nodes, load.
+GLIBC_EXTRA = ("libm.so.6", "libpthread.so.0", "libdl.so.2", "librt.so.1")
 
 
 def _libraries(binary: str) -> List[str]:
@@ -54,6 +57,12 @@ def make_probe_image(dest: Path, token: str) -> Path:
                 if not target.exists():
                     target.parent.mkdir(parents=True, exist_ok=True)
                     shutil.copy2(Path(lib).resolve(), target)
+        libc = next((root / lib.lstrip("/") for name in PROGRAMS[:1] for lib in _libraries(shutil.which(name))
+                     if Path(lib).name == "libc.so.6"), None)
+        for extra in GLIBC_EXTRA if libc is not None else ():
+            host = Path("/") / libc.parent.relative_to(root) / extra
+            if host.exists() and not (libc.parent / extra).exists():
+                shutil.copy2(host.resolve(), libc.parent / extra)
         (root / MARKER).write_text(token + "\n")
         (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
         (root / "etc/group").write_text("root:x:0:\n")
