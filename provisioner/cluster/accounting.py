@@ -18,38 +18,20 @@ import shlex
 from typing import Dict, Iterable, List, Optional, Tuple
 
 from provisioner.cluster import daemons
+from provisioner.cluster.accounting_sql import (ACCOUNT, BOOTSTRAP_OPTIONS, DB_NAME, DB_USER, SERVER_OPTIONS,  # noqa: F401
+                                                 SQL_DIRS, SYSTEM_TABLES_SQL, bootstrap_sql, register_commands)
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.wait import WaitStrategy, daemons_guard
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import StartupError
 from provisioner.render import AccountingInputs
 
-ACCOUNT = "simcluster"  # every user of the cluster is charged to it by default
-DB_USER = "slurm"
-DB_NAME = "slurm_acct_db"
 REQUIRED_BINARIES = {
     "mariadbd": "mariadb-server-core",
     "slurmdbd": "slurmdbd",
     "sacctmgr": "slurm-client",
     "sacct": "slurm-client",
 }
-# Where Debian (and most distributions) keep the SQL that mariadb-install-db feeds the server.
-SQL_DIRS = ("/usr/share/mysql", "/usr/share/mariadb")
-SYSTEM_TABLES_SQL = ("mysql_system_tables.sql", "mysql_performance_tables.sql", "mysql_system_tables_data.sql")
-
-# A test cluster's accounting database holds a few thousand rows, and it lives exactly
-# as long as the cluster: small buffers, and no fsync per commit nor doublewrite
-# (durability buys nothing for data deleted by `down`, and fsyncs are slow on busy disks).
-SERVER_OPTIONS = [
-    "--innodb-buffer-pool-size=16M", "--innodb-log-file-size=8M", "--innodb-log-buffer-size=2M",
-    "--aria-pagecache-buffer-size=1M", "--key-buffer-size=1M", "--max-connections=50",
-    "--innodb-flush-log-at-trx-commit=0", "--innodb-doublewrite=0",
-    "--innodb-autoextend-increment=4", "--innodb-temp-data-file-path=ibtmp1:4M:autoextend",  # ~25 MB on disk
-    "--innodb-lock-wait-timeout=900",  # Slurm's recommended value
-    "--performance-schema=OFF", "--skip-log-bin", "--skip-name-resolve",
-]
-# mariadbd --bootstrap options beyond the server's: quiet, any storage engine, room for the SQL.
-BOOTSTRAP_OPTIONS = ["--log-warnings=0", "--enforce-storage-engine=", "--max-allowed-packet=8M"]
 
 
 def inputs(cluster: Cluster, password: str = "") -> AccountingInputs:
@@ -83,13 +65,7 @@ def init_sql(cluster: Cluster, password: str) -> str:
     else:
         raise StartupError("MariaDB's system tables SQL was not found", f"looked in {', '.join(SQL_DIRS)} "
                            f"({runner.where}); install mariadb-server-core")
-    lines = ["CREATE DATABASE IF NOT EXISTS mysql;", "USE mysql;",
-             f"SET @auth_root_socket='{cluster.placement.daemon_user}';", *parts,
-             "-- Bootstrap runs without the grant tables loaded; CREATE USER needs them.", "FLUSH PRIVILEGES;"]
-    for host in ("localhost", "127.0.0.1"):
-        lines.append(f"CREATE USER '{DB_USER}'@'{host}' IDENTIFIED BY '{password}';")
-        lines.append(f"GRANT ALL ON `{DB_NAME}`.* TO '{DB_USER}'@'{host}';")
-    return "\n".join(lines) + "\n"
+    return bootstrap_sql(parts, cluster.placement.daemon_user, password)
 
 
 def create_database(cluster: Cluster, password: str, timeout: float = 120.0) -> None:
@@ -276,10 +252,7 @@ def register(cluster: Cluster, timeout: float = 60.0) -> None:
     if user == "root":
         argv, stdin = ["sacctmgr", "-i", "load", f"file={cluster.paths.etc}/accounts.cfg"], None
     else:
-        argv, stdin = ["sacctmgr", "-i"], (
-            f"add cluster {name}\n"
-            f"add account {ACCOUNT} Cluster={name} Description=simcluster Organization=simcluster\n"
-            f"add user {user} Account={ACCOUNT} DefaultAccount={ACCOUNT} Cluster={name}\n")
+        argv, stdin = ["sacctmgr", "-i"], register_commands(name, user)
     res = cluster.client.run(argv, stdin=stdin, timeout=timeout)
     output = res.stdout + res.stderr
     log = f"{cluster.paths.log}/sacctmgr-setup.log"
