@@ -79,13 +79,14 @@ def on_each_machine(c: Cluster, keys: List[str], action: Callable[[str], None]) 
             future.result()  # the first failure is raised, after every machine has finished
 
 
-def make_fake_gpus(up: UpRun) -> None:
+def make_fake_gpus(up: UpRun, nodes: Optional[List[str]] = None) -> None:
     """Character devices (major 195, minor N) so gres scheduling works without GPUs; without
-    the right to mknod, a link to /dev/null (Slurm only checks for a character device)."""
+    the right to mknod, a link to /dev/null (Slurm only checks for a character device).
+    ``nodes``: only those nodes' GPUs (nodes that `scale` adds); default: every node's."""
     c = up.cluster
     # Grouped by machine: on the local backend every node is this host (one command).
     by_machine: Dict[int, Tuple[str, List[int]]] = {}
-    for node in c.spec.nodes:
+    for node in (c.spec.nodes if nodes is None else [c.spec.node(n) for n in nodes]):
         by_machine.setdefault(id(c.runner(node.name)), (node.name, []))[1].extend(node.gpus)
     gpus_of = dict(by_machine.values())
 
