@@ -19,7 +19,8 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from provisioner.cluster import daemons
 from provisioner.cluster.accounting_sql import (ACCOUNT, BOOTSTRAP_OPTIONS, DB_NAME, DB_USER, SERVER_OPTIONS,  # noqa: F401
-                                                 SQL_DIRS, SYSTEM_TABLES_SQL, bootstrap_sql, register_commands)
+                                                 SQL_DIRS, SYSTEM_TABLES_SQL, bootstrap_sql, refused,
+                                                 register_commands)
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.wait import WaitStrategy, daemons_guard
 from provisioner.config.types import ClusterSpec
@@ -174,16 +175,8 @@ def spec_commands(spec: ClusterSpec, user: str, known_users: Iterable[str]) -> s
     return "\n".join(lines) + "\n" if lines else ""
 
 
-# sacctmgr reading commands from stdin exits 0 even where it refused one: its words say so.
-_REFUSALS = ("error:", "unknown option", "doesn't exist", "does not exist", "bad qos")
-
-
-def _refused(output: str) -> str:
-    """The first line in which sacctmgr refused a command, or ''."""
-    for line in output.splitlines():
-        if any(r in line.lower() for r in _REFUSALS):
-            return line.strip().replace("sacctmgr: error: ", "")
-    return ""
+# sacctmgr reading commands from stdin exits 0 even where it refused one: refused() reads its words.
+_refused = refused
 
 
 def is_tres_limit(key: str) -> bool:

@@ -57,6 +57,18 @@ def register_commands(cluster_name: str, user: str) -> str:
             f"add user {user} Account={ACCOUNT} DefaultAccount={ACCOUNT} Cluster={cluster_name}\n")
 
 
+# sacctmgr reading commands from stdin exits 0 even where it refused one: its words say so.
+_REFUSALS = ("error:", "unknown option", "doesn't exist", "does not exist", "bad qos")
+
+
+def refused(output: str) -> str:
+    """The first line in which sacctmgr refused a command, or ''."""
+    for line in output.splitlines():
+        if any(r in line.lower() for r in _REFUSALS):
+            return line.strip().replace("sacctmgr: error: ", "")
+    return ""
+
+
 def constants() -> Dict[str, List[str]]:
     """The names and options above, for the Ansible roles (the simcluster_accounting filter)."""
     return {"account": ACCOUNT, "db_user": DB_USER, "db_name": DB_NAME, "sql_dirs": list(SQL_DIRS),
