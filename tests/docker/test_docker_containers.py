@@ -45,8 +45,8 @@ def _shell(env: str, script: str, cwd: Path, timeout: float = 300) -> subprocess
 
 def check_container_jobs(name: str, home: Path) -> None:
     """The container options on docker cluster ``name`` (2 nodes): sqsh and dockerd://
-    images with mounts and a workdir, a named container reused by a later step, nothing left
-    mounted after the jobs."""
+    images with mounts and a workdir, a named container reused by a later step, Slurm's own
+    srun --container=BUNDLE, nothing left mounted after the jobs."""
     st = json.loads(run_cli(["status", "--name", name, "--json"], home, check=True).stdout)
     assert st["containers"].startswith("yes: "), st["containers"]
     env = run_cli(["env", "--name", name], home, check=True).stdout
@@ -77,6 +77,13 @@ def check_container_jobs(name: str, home: Path) -> None:
     proc = _shell(env, "sbatch --wait named.sh", shared)
     assert proc.returncode == 0, proc.stderr + (shared / "named.out").read_text(errors="replace")
     assert (shared / "named.out").read_text().split() == ["kept", "kept", "fresh", "fresh"]
+    # Slurm's own OCI path: srun --container=BUNDLE (oci.conf, crun in the node image), a bundle
+    # made by `simcluster image bundle` from the tiny image, run with each task's rank.
+    run_cli(["image", "bundle", str(shared / "tiny.sqsh"), "-o", str(shared / "bundle")], home, check=True)
+    proc = _shell(env, "srun -N2 --container=/shared/bundle bash -c "
+                       "'echo $(hostname) $SLURM_PROCID $(grep ^ID= /etc/os-release)'", shared)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(proc.stdout.splitlines()) == ["node1 0 ID=simcluster-tiny", "node2 1 ID=simcluster-tiny"], proc.stdout
     proc = _shell(env, "srun --container-image=dockerd://simcluster/no-such-image:0 true", shared)
     assert proc.returncode != 0
     assert "this machine's docker engine has no image simcluster/no-such-image:0" in proc.stderr, proc.stderr

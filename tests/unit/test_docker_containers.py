@@ -54,12 +54,13 @@ def test_exec_prefix_starts_python_only_for_container_options_and_sbatch(tmp_pat
         assert out.startswith("PY") == python, (cmd, out)
 
 
-def test_node_containers_get_sys_admin_and_no_apparmor_where_the_engine_uses_it(tmp_path):
+def test_node_containers_get_sys_admin_no_seccomp_filter_and_no_apparmor_where_the_engine_uses_it(tmp_path):
     spec = spec_from({"backend": "docker", "nodes": [{"name": "node1"}, {"name": "node2"}]})
     layout = ClusterLayout(tmp_path)
     node = container_config(spec, layout, "img", spec.nodes[0].name, apparmor=True)
-    assert node["cap_add"] == ["SYS_ADMIN"] and node["security_opt"] == ["apparmor=unconfined"]
-    assert "security_opt" not in container_config(spec, layout, "img", spec.nodes[0].name)
+    assert node["cap_add"] == ["SYS_ADMIN"] and node["security_opt"] == ["seccomp=unconfined", "apparmor=unconfined"]
+    # seccomp: crun (srun --container) needs pivot_root and a keyring, which docker's profile refuses.
+    assert container_config(spec, layout, "img", spec.nodes[0].name)["security_opt"] == ["seccomp=unconfined"]
     assert "cap_add" not in container_config(spec, layout, "img", None)  # the controller mounts nothing
 
 

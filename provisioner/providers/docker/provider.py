@@ -128,8 +128,10 @@ def container_config(spec: ClusterSpec, layout: ClusterLayout, image_tag: str, n
             config["cgroupns"] = "private"
         if not spec.privileged:  # --privileged has every capability and no AppArmor profile
             config["cap_add"] = ["SYS_ADMIN"]
-            if apparmor:
-                config["security_opt"] = ["apparmor=unconfined"]
+            # Slurm's own `srun --container` runs crun, which needs pivot_root and a session
+            # keyring: docker's default seccomp profile refuses both even with CAP_SYS_ADMIN
+            # (checked on this engine). kind's nodes run --privileged for the same reasons.
+            config["security_opt"] = ["seccomp=unconfined"] + (["apparmor=unconfined"] if apparmor else [])
         if gpus and spec.fake_gpus:  # simcluster's nvidia-smi, on every PATH (provisioner/cluster/fakegpus)
             config["mounts"].append(Mount(fakegpus.CONTAINER_SHIM, str(fakegpus.shim_path(layout.etc)), type="bind",
                                           read_only=True))
