@@ -1,6 +1,7 @@
 """Jinja2 filters for the simcluster roles: GPU lists and memory sizes, parsed exactly as
-cluster specs are (provisioner/config/parse.py is loaded by path, so plain ansible-playbook
-runs need no simcluster installation)."""
+cluster specs are, and the accounting database's bootstrap SQL and registration commands,
+exactly as `up` makes them (provisioner/config/parse.py and provisioner/cluster/accounting_sql.py
+are loaded by path, so plain ansible-playbook runs need no simcluster installation)."""
 
 from __future__ import annotations
 
@@ -9,15 +10,23 @@ from pathlib import Path
 
 from ansible.errors import AnsibleFilterError
 
-# In a checkout: ansible/filter_plugins/ -> provisioner/config/parse.py; in an installed
-# package (the build puts this tree at provisioner/data/ansible/): -> ../../../config/parse.py.
+# In a checkout: ansible/filter_plugins/ -> provisioner/...; in an installed package (the
+# build puts this tree at provisioner/data/ansible/): -> ../../../<the same path below provisioner>.
 _HERE = Path(__file__).resolve()
-_PARSE = next((p for p in (_HERE.parents[2] / "provisioner" / "config" / "parse.py",
-                           _HERE.parents[3] / "config" / "parse.py") if p.is_file()),
-              _HERE.parents[2] / "provisioner" / "config" / "parse.py")
-_spec = importlib.util.spec_from_file_location("simcluster_parse", _PARSE)
-_parse = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_parse)
+
+
+def _load(name: str, *rel: str):
+    """A stdlib-only module of the package, loaded by its path."""
+    path = next((p for p in (_HERE.parents[2].joinpath("provisioner", *rel), _HERE.parents[3].joinpath(*rel))
+                 if p.is_file()), _HERE.parents[2].joinpath("provisioner", *rel))
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_parse = _load("simcluster_parse", "config", "parse.py")
+_accounting = _load("simcluster_accounting_sql", "cluster", "accounting_sql.py")
 
 
 def gpu_list(value):
@@ -38,6 +47,28 @@ def memory_mb(value):
         raise AnsibleFilterError(f"slurm_memory: {exc}")
 
 
+def accounting(_value=None):
+    """The accounting database's names and MariaDB's options (any input: filters need one)."""
+    return _accounting.constants()
+
+
+def db_bootstrap_sql(system_tables, socket_user, password):
+    """The SQL `mariadbd --bootstrap` is fed: the system tables' texts, then the slurm user."""
+    return _accounting.bootstrap_sql(list(system_tables), str(socket_user), str(password))
+
+
+def register_commands(cluster_name, user):
+    """sacctmgr commands that add the cluster, the simcluster account and ``user``."""
+    return _accounting.register_commands(str(cluster_name), str(user))
+
+
+def sacctmgr_refused(output):
+    """The first line in which sacctmgr refused a command ('' where none)."""
+    return _accounting.refused(str(output or ""))
+
+
 class FilterModule:
     def filters(self):
-        return {"simcluster_gpu_list": gpu_list, "simcluster_memory_mb": memory_mb}
+        return {"simcluster_gpu_list": gpu_list, "simcluster_memory_mb": memory_mb,
+                "simcluster_accounting": accounting, "simcluster_db_bootstrap_sql": db_bootstrap_sql,
+                "simcluster_register_commands": register_commands, "simcluster_sacctmgr_refused": sacctmgr_refused}

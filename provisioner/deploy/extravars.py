@@ -2,7 +2,7 @@
 
 The inventory decides which hosts are nodes (every [compute] host, named by its inventory
 name). A spec file adds what it says -- name, partitions, slurmConf lines, fake GPUs,
-ports, and per-node cpus/memory/gpus -- and nothing else: whatever it leaves out the roles
+ports, per-node cpus/memory/gpus, accounting with its QoS and accounts -- and nothing else: whatever it leaves out the roles
 take from the inventory's slurm_* variables or the hosts' facts, exactly as a plain
 ansible-playbook run would. A value set in both places must agree.
 """
@@ -12,8 +12,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
+from provisioner.cluster.accounting import spec_commands, tres_limit_commands
 from provisioner.config.load import read_yaml
 from provisioner.config.parse import parse_gpu_list, parse_memory_mb
+from provisioner.config.types import ClusterSpec
 from provisioner.config.validate import validate
 from provisioner.deploy.inventory import Inventory
 from provisioner.errors import ConfigError
@@ -63,11 +65,12 @@ def build_extravars(config_path: Optional[str], inventory: Inventory) -> Dict[st
     if not raw:
         return extra
     problems: List[str] = []
-    if raw.get("accounting"):
-        problems.append("accounting: slurmdbd is not deployed to real hosts yet (remove 'accounting' for deploy)")
+    if raw.get("rest"):
+        problems.append("rest: slurmrestd is not deployed to real hosts yet (remove 'rest' for deploy)")
     entries = _spec_nodes(raw, inventory, problems)
     resolved = {k: v for k, v in raw.items() if k not in LOCAL_ONLY_KEYS}
     resolved["nodes"] = list(entries.values())
+    resolved["name"] = name  # the inventory's slurm_cluster_name where the spec names none (sacctmgr's Cluster=)
     try:
         # Host shapes are unknown here (facts come from the hosts): placeholders, and only
         # values the spec really sets are passed on below.
@@ -122,4 +125,18 @@ def build_extravars(config_path: Optional[str], inventory: Inventory) -> Dict[st
         extra["slurm_controller_port"] = spec.controller_port
     if "wait" in raw:
         extra["slurm_wait_timeout"] = int(spec.wait)
+    if spec.accounting:
+        extra.update(accounting_vars(spec, name))
     return extra
+
+
+def accounting_vars(spec: ClusterSpec, name: str) -> Dict[str, Any]:
+    """accounting: true -> the slurm_accounting role's variables: the spec's QoS and accounts
+    as the sacctmgr commands `up` runs (cluster/accounting.py), for root, who deploys and
+    verifies; the users the accounts list must exist on the controller (the role checks).
+    The database password stays in a file beside the munge key: never an extra var (those
+    are written into the runner's artifacts)."""
+    users = sorted({u for a in spec.accounts for u in a.users})
+    return {"slurm_accounting": True, "slurm_db_password_file": str(deploy_dir(name) / "db.password"),
+            "slurm_accounting_commands": spec_commands(spec, "root", users),
+            "slurm_accounting_tres_commands": tres_limit_commands(spec), "slurm_accounting_users": users}

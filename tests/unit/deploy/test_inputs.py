@@ -91,12 +91,27 @@ def test_spec_values_become_overrides_and_only_what_it_says(tmp_path, monkeypatc
     assert "slurm_controller_port" not in extra and "slurm_wait_timeout" not in extra
 
 
+def test_accounting_passes_the_specs_sacctmgr_commands_and_no_password(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIMCLUSTER_HOME", str(tmp_path / "home"))
+    path = write(tmp_path, "apiVersion: simcluster/v1\nkind: Cluster\naccounting: true\n"
+                 "qos:\n  - {name: high, priority: 100, limits: {MaxTRESPerUser: gres/gpu=2}}\n"
+                 "accounts:\n  - {name: ml, users: [alice], qos: [high]}\n", "c.yaml")
+    extra = build_extravars(path, load_inventory(write(tmp_path, GOOD)))
+    assert extra["slurm_accounting"] is True and extra["slurm_accounting_users"] == ["alice"]
+    assert extra["slurm_db_password_file"] == str(tmp_path / "home" / ".deploy" / "lab" / "db.password")
+    cmds = extra["slurm_accounting_commands"].splitlines()
+    assert cmds[0] == "add qos high Priority=100"
+    assert "add user root Account=ml Cluster=lab" in cmds and "add user alice Account=ml Cluster=lab" in cmds
+    assert extra["slurm_accounting_tres_commands"] == "modify qos where name=high set MaxTRESPerUser=gres/gpu=2\n"
+    assert not [k for k in extra if "pass" in k.lower() and k != "slurm_db_password_file"]
+
+
 @pytest.mark.parametrize("spec, message", [
     ("nodes:\n  - {name: gpu9}\n", "'gpu9' is not a host in the inventory's [compute] group"),
     ("nodes: 3\n", "the spec asks for 3 nodes but the inventory has 2"),
     ("nodes:\n  - {name: gpu2, cpus: 16}\n", "gpu2: cpus is 16 in"),
     ("gpus: 2-5\n", "gpu1: gpus is [2, 3] in"),
-    ("accounting: true\n", "accounting"),
+    ("rest: true\n", "rest"),
     ("partitions:\n  - {name: p, nodes: [nope]}\n", "unknown node 'nope'"),
 ])
 def test_spec_problems_are_reported_together(tmp_path, spec, message):

@@ -6,6 +6,8 @@ connection, no SSH, no docker) and compares with provisioner/render.py.
 
 from __future__ import annotations
 
+import getpass
+from dataclasses import asdict
 import json
 import os
 import subprocess
@@ -17,7 +19,7 @@ import pytest
 from provisioner.config.validate import validate
 from provisioner.cluster.nodepaths import NodePaths
 from provisioner.paths import PLAYBOOK_DIR, ClusterLayout, templates_dir
-from provisioner.render import RenderInputs, build_context, render_all
+from provisioner.render import AccountingInputs, RenderInputs, build_context, render_all
 
 BIN = Path(sys.executable).parent
 
@@ -34,9 +36,10 @@ def run_render_check(tmp_path: Path, inventory: str, extra: dict) -> Path:
                ANSIBLE_ROLES_PATH=str(PLAYBOOK_DIR / "roles"),
                ANSIBLE_FILTER_PLUGINS=str(PLAYBOOK_DIR / "filter_plugins"), ANSIBLE_NOCOLOR="1")
     proc = subprocess.run([str(BIN / "ansible-playbook"), "-i", str(inv), str(Path(__file__).with_name("render_check.yml")),
-                           "-e", f"@{extra_file}"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           "-e", f"@{extra_file}", "-v"], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:]
+    (tmp_path / "ansible.log").write_text(proc.stdout)
     return out
 
 
@@ -87,6 +90,39 @@ def test_ansible_renders_the_same_text_as_the_python_renderer(tmp_path):
     out = run_render_check(tmp_path, INVENTORY, {"slurm_ctx": ctx})
     for name, text in render_all(spec, inputs).items():
         assert (out / name).read_text() == text, f"{name} differs between Ansible and Python"
+
+
+def test_role_context_with_accounting_names_the_controller_and_no_password(tmp_path):
+    password = tmp_path / "db.password"
+    password.write_text("pw")
+    out = run_render_check(tmp_path, INVENTORY.replace("head ", "head slurm_node_addr=10.0.0.10 "),
+                           {"slurm_accounting": True, "slurm_db_password_file": str(password)})
+    acct = json.loads((out / "context.json").read_text())["accounting"]
+    assert sorted(acct) == sorted(asdict(AccountingInputs()))
+    assert (acct["dbd_addr"], acct["dbd_port"], acct["storage_host"], acct["storage_port"], acct["storage_pass"]) == (
+        "10.0.0.10", 6819, "127.0.0.1", 3306, "")
+    text = (out / "slurm.conf").read_text()
+    assert "AccountingStorageHost=10.0.0.10\nAccountingStoragePort=6819" in text
+
+
+def test_ansible_renders_slurmdbd_conf_as_python_does_with_the_password_from_its_file(tmp_path):
+    spec = validate({"name": "prod", "accounting": True, "nodes": [{"name": "gpu1"}, {"name": "gpu2"}]},
+                    host_cpus=2, host_memory_mb=4096)
+    acct = AccountingInputs(dbd_host="head", dbd_addr="10.0.0.10", storage_pass="s3cret-db-pass")
+    inputs = RenderInputs(paths=NodePaths.of_layout(ClusterLayout(Path("/var/lib/simcluster/prod"))), hostname="head",
+                          slurm_user=getpass.getuser(), controller_port=6817, node_ports={"gpu1": 6818, "gpu2": 6818},
+                          accounting=acct)
+    ctx = build_context(spec, inputs)
+    password = tmp_path / "db.password"
+    password.write_text(acct.storage_pass)
+    # The role's context never holds the password: the render task adds it from the file.
+    role_ctx = dict(ctx, accounting=dict(ctx["accounting"], storage_pass=""))
+    out = run_render_check(tmp_path, INVENTORY, {"slurm_ctx": role_ctx, "slurm_db_password_file": str(password)})
+    dbd = out / "slurmdbd.conf"
+    assert dbd.read_text() == render_all(spec, inputs)["slurmdbd.conf"]
+    assert "StoragePass=s3cret-db-pass" in dbd.read_text() and oct(dbd.stat().st_mode & 0o777) == "0o600"
+    log = (tmp_path / "ansible.log").read_text()
+    assert "Render slurmdbd.conf" in log and "s3cret-db-pass" not in log
 
 
 def test_inventory_shapes_and_partitions_from_group_vars(tmp_path):
