@@ -106,8 +106,9 @@ class RenderInputs:
     # it (local as root with the plugin built, cluster/containers.py; docker: in the image,
     # providers/docker/provider.py); None: Slurm knows no such options.
     containers_plugin: Optional[str] = None
-    # Not rendered: why a cluster has no container options, one line (`up` and `status`
-    # say it); "" where it has them or where no provider said.
+    # Why a cluster has no container options, one line (`up` and `status` say it, and
+    # oci_runtime.sh refuses `srun --container` with it); "" where it has them or where no
+    # provider said.
     containers_note: str = ""
 
     def to_dict(self) -> Dict[str, Any]:
@@ -239,19 +240,26 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
     if inputs.containers_plugin:
         ctx["containers"] = {"plugin": inputs.containers_plugin, "plugstack": f"{paths.etc}/plugstack.conf",
                              "state_dir": f"{paths.root}/containers"}
+    # oci.conf wherever a provider judged container support, also where it found none: Slurm
+    # silently runs `srun --container` outside any container when there is no oci.conf, so
+    # there the runtime script refuses the step with the provider's one line instead.
+    if inputs.containers_plugin or inputs.containers_note:
         ctx["oci"] = {"runtime": f"{paths.etc}/oci_runtime.sh", "state_dir": f"{paths.run}/crun",
-                      "slurm_conf": paths.slurm_conf}
+                      "slurm_conf": paths.slurm_conf,
+                      "unavailable": "" if inputs.containers_plugin else inputs.containers_note}
     return ctx
 
 
 def render_all(spec: ClusterSpec, inputs: RenderInputs) -> Dict[str, str]:
     """Return {file name: text} for every config file of the cluster (task_prolog.sh only
-    where the inputs ask for a TaskProlog, slurmdbd.conf only with accounting, plugstack.conf,
-    oci.conf and oci_runtime.sh only with a container plugin)."""
+    where the inputs ask for a TaskProlog, slurmdbd.conf only with accounting, plugstack.conf
+    only with a container plugin, oci.conf and oci_runtime.sh where a provider judged
+    container support, with or without it)."""
     env = _environment()
     ctx = build_context(spec, inputs)
     templates = {**TEMPLATES, **(ACCOUNTING_TEMPLATES if spec.accounting else {}),
-                 **({**PLUGSTACK_TEMPLATES, **OCI_TEMPLATES} if inputs.containers_plugin else {})}
+                 **(PLUGSTACK_TEMPLATES if inputs.containers_plugin else {}),
+                 **(OCI_TEMPLATES if "oci" in ctx else {})}
     if not inputs.task_prolog:
         templates.pop(TASK_PROLOG)
     return {out: env.get_template(tpl).render(**ctx) for out, tpl in templates.items()}

@@ -23,17 +23,18 @@ KEYS_22_05 = {"ContainerPath", "CreateEnvFile", "RunTimeCreate", "RunTimeDelete"
               "RunTimeRun", "RunTimeStart"}
 
 
-def _render(tmp_path, plugin):
+def _render(tmp_path, plugin, note=""):
     spec = ClusterSpec(name="c", backend="local",
                        nodes=tuple(NodeSpec(name=f"node{i}", gpus=(), cpus=2, memory=1024) for i in (1, 2, 3)),
                        partitions=(PartitionSpec(name="main", nodes=("node1", "node2", "node3"), default=True),))
     paths = NodePaths.of_layout(ClusterLayout(tmp_path / "c"))
     inputs = RenderInputs(paths=paths, hostname="h", slurm_user="root", controller_port=6817,
-                          node_ports={"node1": 6818, "node2": 6819, "node3": 6820}, containers_plugin=plugin)
+                          node_ports={"node1": 6818, "node2": 6819, "node3": 6820}, containers_plugin=plugin,
+                          containers_note=note)
     return paths, render_all(spec, inputs)
 
 
-def test_oci_files_only_with_container_options(tmp_path):
+def test_oci_files_only_where_a_provider_judged_containers(tmp_path):
     _, files = _render(tmp_path, None)
     assert "oci.conf" not in files and oci.RUNTIME_SCRIPT not in files
     paths, files = _render(tmp_path, "/opt/x/simcluster_pyxis.so")
@@ -152,3 +153,17 @@ def test_containers_left(tmp_path):
     (tmp_path / "node1").mkdir()
     (tmp_path / "node2" / "7.0.0.node2").mkdir(parents=True)
     assert oci.containers_left(tmp_path) == {"node2": ["7.0.0.node2"]}
+
+
+def test_a_cluster_without_containers_refuses_srun_container_in_one_line(tmp_path):
+    """Without oci.conf Slurm would run `srun --container` outside any container, silently:
+    where the provider found no container support, the runtime script says why."""
+    note = "container options (--container-image, ...): need the local backend run as root (mounts per task)"
+    paths, files = _render(tmp_path, None, note)
+    assert "plugstack.conf" not in files and "oci.conf" in files
+    write_files(files, Path(paths.etc))
+    proc = subprocess.run(["sh", str(Path(paths.etc) / oci.RUNTIME_SCRIPT), "run", "node1", "/b", "1.0.0.node1"],
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"})
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert proc.stderr.strip() == ("srun --container: this cluster runs no containers: container options "
+                                   "(--container-image, ...): need the local backend run as root (mounts per task)")

@@ -146,7 +146,9 @@ def test_docker_renders_with_the_containers_paths_only(tmp_path):
     pl = DockerProvider().placement(st)
     assert pl.paths == CONTAINER_PATHS
     files = render_all(st.cluster_spec, pl.render)
-    assert set(files) == {"slurm.conf", "gres.conf", "cgroup.conf", "slurmdbd.conf"}  # no TaskProlog
+    # No TaskProlog; a state made without container options: oci files that refuse --container.
+    assert set(files) == {"slurm.conf", "gres.conf", "cgroup.conf", "slurmdbd.conf", "oci.conf", "oci_runtime.sh"}
+    assert "this cluster runs no containers" in files["oci_runtime.sh"] and "plugstack.conf" not in files
     for name, text in files.items():
         assert "/nonexistent" not in text and str(tmp_path) not in text, name
     conf = files["slurm.conf"]
