@@ -75,6 +75,11 @@ class DeployedCluster:
         return [n["NodeName"] for n in self.nodes if n.get("NodeName")]
 
     @property
+    def accounting(self) -> bool:
+        """Deployed with accounting: true (slurmctld stores jobs through slurmdbd)."""
+        return self.config.get("AccountingStorageType") == "accounting_storage/slurmdbd"
+
+    @property
     def task_prolog(self) -> bool:
         """The roles install the GPU-id TaskProlog where there are no device cgroups."""
         return self.config.get("TaskProlog", "(null)") not in ("", "(null)")
@@ -104,7 +109,7 @@ class DeployedCluster:
             parts.append(PartitionSpec(name=p["PartitionName"], nodes=members, default=p.get("Default") == "YES",
                                        max_time=p.get("MaxTime", "INFINITE") or "INFINITE"))
         return ClusterSpec(name=self.name, backend="ssh", nodes=nodes, partitions=tuple(parts), fake_gpus=fake_gpus,
-                           controller_port=_int(self.config.get("SlurmctldPort")), accounting=False)
+                           controller_port=_int(self.config.get("SlurmctldPort")), accounting=self.accounting)
 
 
 def read_cluster(client: SlurmClient, where: str) -> DeployedCluster:

@@ -24,6 +24,7 @@ from provisioner.cluster.state import ClusterState
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
 from provisioner.providers.base import ExtraLogs, Progress, Provider, ReadOnly
+from provisioner.providers.ssh.accounting import ACCOUNTING_DAEMONS, pids_alive, storage_port
 from provisioner.providers.ssh.cluster import (ControllerUnavailable, _int, node_groups, parse_config,
                                                probe_gpus_fake, read_cluster_with)
 from provisioner.providers.ssh.files import RUN_ROOT, SSHJobFiles
@@ -97,7 +98,8 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
             phase="running" if res.ok else "stopped",
             provider_data={"target": target, "config": config, "task_prolog": cluster.task_prolog,
                            "node_addrs": {n: info.get("NodeAddr", n) for n, info in nodes.items()},
-                           "controller_error": "" if res.ok else res.error_line()})
+                           "controller_error": "" if res.ok else res.error_line(),
+                           "storage_port": storage_port(self.controller(), config) if cluster.accounting else None})
 
     def placement(self, state: ClusterState) -> Placement:
         config: Dict[str, str] = state.provider_data.get("config", {})
@@ -108,6 +110,7 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
             spool=config.get("SlurmdSpoolDir", "/var/spool/slurmd"),
             state_save=config.get("StateSaveLocation", "/var/spool/slurmctld"), munge_key="/etc/munge/munge.key",
             munge_socket=f"{MUNGE_DIR}/munge.socket.2", munge_dir=MUNGE_DIR, dev="/dev", db_dir="")
+        storage_port = state.provider_data.get("storage_port")
         # Limits are what the deployed slurm.conf says: cgroups where Slurm tracks jobs with them.
         proctrack, task_plugin = config.get("ProctrackType", "?"), config.get("TaskPlugin", "?")
         cgroups = proctrack == "proctrack/cgroup" and "task/cgroup" in task_plugin
@@ -118,6 +121,9 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
         target = state.provider_data.get("target", "?")
         return Placement(
             render=render, daemon_user=render.slurm_user, munged_on=[CONTROLLER],
+            # Accounting (ansible/roles/slurm_accounting): slurmdbd where slurm.conf says, its database beside it.
+            dbd_port=_int(config.get("AccountingStoragePort")) if state.cluster_spec.accounting else None,
+            storage_port=storage_port,
             # On the controller, not on this host (config_files reads it there); job files
             # go to the same directory on every host (files.py).
             config_dir=Path(paths.etc), job_root=RUN_ROOT, job_root_in_cluster=str(RUN_ROOT),
@@ -170,6 +176,9 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
         munge = client.run(["sh", "-c", "munge -n | unmunge >/dev/null"], timeout=20)
         states = client.node_states(timeout=20) if responding else None
         alive = {"slurmctld": responding, "munged": munge.ok}
+        if cluster.spec.accounting:
+            # The roles' MariaDB and slurmdbd write the pid files `up` reads (paths.run).
+            alive.update(pids_alive(self.controller(), [(d, f"{cluster.paths.run}/{d}.pid") for d in ACCOUNTING_DAEMONS]))
         for node in cluster.node_names:
             ns = (states or {}).get(node)
             alive[f"slurmd:{node}"] = bool(ns) and slurmd_answers(ns.state)
