@@ -126,7 +126,9 @@ def environment_file(env: List[str]) -> str:
     return "".join(f"{line}\n" for line in env if "=" in line)
 
 
-def _run(cmd: List[str], what: str, **kwargs) -> subprocess.CompletedProcess:
+def run_tool(cmd: List[str], what: str, **kwargs) -> subprocess.CompletedProcess:
+    """Run a tool (docker, mksquashfs, unsquashfs, crun): its output, or one line that names it
+    (PrerequisiteError where it is not installed, UsageError with its last error line)."""
     try:
         return subprocess.run(cmd, check=True, capture_output=True, **kwargs)
     except FileNotFoundError:
@@ -134,6 +136,25 @@ def _run(cmd: List[str], what: str, **kwargs) -> subprocess.CompletedProcess:
     except subprocess.CalledProcessError as exc:
         err = (exc.stderr or b"").decode(errors="replace").strip().splitlines()
         raise UsageError(f"{what}: {err[-1] if err else f'{cmd[0]} failed'}") from None
+
+
+def export_rootfs(image: str, rootfs: Path) -> List[str]:
+    """The file system of docker image ``image`` unpacked into ``rootfs`` (docker export of a
+    container made from it, never started; owners kept), and the image's ENV lines."""
+    if shutil.which("docker") is None:
+        raise PrerequisiteError("docker is not installed: `make setup-docker` installs and starts it")
+    info = json.loads(run_tool(["docker", "image", "inspect", image], f"docker image {image}").stdout)[0]
+    cid = run_tool(["docker", "create", image, "/bin/true"], f"docker create {image}").stdout.decode().strip()
+    try:
+        export = subprocess.Popen(["docker", "export", cid], stdout=subprocess.PIPE)
+        untar = subprocess.run(["tar", "-x", "-C", str(rootfs), "--numeric-owner"], stdin=export.stdout,
+                               capture_output=True)
+        export.stdout.close()
+        if export.wait() != 0 or untar.returncode != 0:
+            raise UsageError(f"docker export {image}: {untar.stderr.decode(errors='replace').strip() or 'failed'}")
+    finally:
+        subprocess.run(["docker", "rm", "-f", cid], capture_output=True)
+    return list((info.get("Config") or {}).get("Env") or [])
 
 
 def import_image(source: str, out: Path) -> Path:
@@ -151,27 +172,16 @@ def import_image(source: str, out: Path) -> Path:
         raise UsageError(f"-o {out}: directory {out.parent} does not exist")
     if source.startswith(DOCKER):
         image = pull_image(source)
-    info = json.loads(_run(["docker", "image", "inspect", image], f"docker image {image}").stdout)[0]
-    env = (info.get("Config") or {}).get("Env") or []
     with tempfile.TemporaryDirectory(prefix="simcluster-import-", dir=out.parent) as tmp:
         rootfs = Path(tmp) / "rootfs"
         rootfs.mkdir()
-        cid = _run(["docker", "create", image, "/bin/true"], f"docker create {image}").stdout.decode().strip()
-        try:
-            export = subprocess.Popen(["docker", "export", cid], stdout=subprocess.PIPE)
-            untar = subprocess.run(["tar", "-x", "-C", str(rootfs), "--numeric-owner"], stdin=export.stdout,
-                                   capture_output=True)
-            export.stdout.close()
-            if export.wait() != 0 or untar.returncode != 0:
-                raise UsageError(f"docker export {image}: {untar.stderr.decode(errors='replace').strip() or 'failed'}")
-        finally:
-            subprocess.run(["docker", "rm", "-f", cid], capture_output=True)
+        env = export_rootfs(image, rootfs)
         if env:
             (rootfs / "etc").mkdir(exist_ok=True)
             (rootfs / "etc" / "environment").write_text(environment_file(env))
         part = Path(tmp) / "image.sqsh"
         # lz4: several times quicker to make and unpack than the default gzip, a little larger.
-        _run(["mksquashfs", str(rootfs), str(part), "-noappend", "-comp", "lz4", "-quiet", "-no-progress"],
+        run_tool(["mksquashfs", str(rootfs), str(part), "-noappend", "-comp", "lz4", "-quiet", "-no-progress"],
              f"mksquashfs {out.name}")
         os.replace(part, out)
     return out

@@ -17,12 +17,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import tempfile
 from pathlib import Path
 from typing import Dict, List
 
-from provisioner.cluster.containers import DOCKERD, _run, docker_image_of
+from provisioner.cluster.containers import DOCKERD, docker_image_of, export_rootfs, run_tool
 from provisioner.errors import PrerequisiteError, UsageError
 
 # The script every oci.conf command calls (configs/templates/oci_runtime.sh.j2).
@@ -76,30 +75,13 @@ def adapt_config(config: Dict, env: List[str]) -> Dict:
 def _unpack_sqsh(source: Path, rootfs: Path) -> List[str]:
     if shutil.which("unsquashfs") is None:
         raise PrerequisiteError("unsquashfs is not installed: `make setup-containers` installs squashfs-tools")
-    _run(["unsquashfs", "-f", "-no-progress", "-quiet", "-d", str(rootfs), str(source)], f"unsquashfs {source}")
+    run_tool(["unsquashfs", "-f", "-no-progress", "-quiet", "-d", str(rootfs), str(source)], f"unsquashfs {source}")
     # `image import` and enroot keep the image's ENV in /etc/environment.
     envfile = rootfs / "etc" / "environment"
     try:
         return [line.strip() for line in envfile.read_text().splitlines() if "=" in line and not line.startswith("#")]
     except OSError:
         return []
-
-
-def _export_docker(image: str, rootfs: Path) -> List[str]:
-    if shutil.which("docker") is None:
-        raise PrerequisiteError("docker is not installed: `make setup-docker` installs and starts it")
-    info = json.loads(_run(["docker", "image", "inspect", image], f"docker image {image}").stdout)[0]
-    cid = _run(["docker", "create", image, "/bin/true"], f"docker create {image}").stdout.decode().strip()
-    try:
-        export = subprocess.Popen(["docker", "export", cid], stdout=subprocess.PIPE)
-        untar = subprocess.run(["tar", "-x", "-C", str(rootfs), "--numeric-owner"], stdin=export.stdout,
-                               capture_output=True)
-        export.stdout.close()
-        if export.wait() != 0 or untar.returncode != 0:
-            raise UsageError(f"docker export {image}: {untar.stderr.decode(errors='replace').strip() or 'failed'}")
-    finally:
-        subprocess.run(["docker", "rm", "-f", cid], capture_output=True)
-    return list((info.get("Config") or {}).get("Env") or [])
 
 
 def make_bundle(source: str, out: Path) -> Path:
@@ -123,8 +105,8 @@ def make_bundle(source: str, out: Path) -> Path:
     try:
         rootfs = tmp / "rootfs"
         rootfs.mkdir()
-        env = _unpack_sqsh(sqsh, rootfs) if sqsh else _export_docker(image, rootfs)
-        _run([crun, "spec"], "crun spec", cwd=str(tmp))
+        env = _unpack_sqsh(sqsh, rootfs) if sqsh else export_rootfs(image, rootfs)
+        run_tool([crun, "spec"], "crun spec", cwd=str(tmp))
         config = adapt_config(json.loads((tmp / "config.json").read_text()), env)
         (tmp / "config.json").write_text(json.dumps(config, indent=2) + "\n")
         tmp.chmod(0o755)

@@ -24,12 +24,15 @@ from tests.conftest import daemons_under, run_cli
 from tests.integration.test_local_cluster import wait_job, write_job
 
 _UNAVAILABLE = containers.unavailable_reason(True, True, host_slurm_version())
-pytestmark = [
+# Every module of container jobs on the local backend (test_oci, test_enroot_example) runs
+# only where this host can: as root, the plugin built for its Slurm, mksquashfs installed.
+CONTAINER_MARKS = [
     pytest.mark.integration,
     pytest.mark.skipif(os.geteuid() != 0, reason="container jobs need the local backend run as root"),
     pytest.mark.skipif(bool(_UNAVAILABLE), reason=_UNAVAILABLE),
     pytest.mark.skipif(shutil.which("mksquashfs") is None, reason="no mksquashfs: make setup-containers"),
 ]
+pytestmark = CONTAINER_MARKS
 
 DOCKER_IMAGES = ("simcluster/base:bookworm", "simcluster/node:0.1.0")
 PROGRAMS = ("bash", "cat", "ls", "id", "touch", "stat", "hostname", "grep")

@@ -21,18 +21,11 @@ import uuid
 
 import pytest
 
-from provisioner.cluster import containers
-from provisioner.config.versions import host_slurm_version
 from tests.conftest import REPO, run_cli
+from tests.integration.test_containers import CONTAINER_MARKS
 
-_UNAVAILABLE = containers.unavailable_reason(True, True, host_slurm_version())
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.geteuid() != 0, reason="container jobs need the local backend run as root"),
-    pytest.mark.skipif(bool(_UNAVAILABLE), reason=_UNAVAILABLE),
-    pytest.mark.skipif(shutil.which("mksquashfs") is None, reason="no mksquashfs: make setup-containers"),
-    pytest.mark.skipif(shutil.which("docker") is None, reason="the training image is a docker image: make setup-docker"),
-]
+pytestmark = CONTAINER_MARKS + [
+    pytest.mark.skipif(shutil.which("docker") is None, reason="the training image is a docker image: make setup-docker")]
 
 
 def test_enroot_workflow_runs_as_written(sim_home, tmp_path):

@@ -16,20 +16,13 @@ import subprocess
 
 import pytest
 
-from provisioner.cluster import containers, oci
-from provisioner.config.versions import host_slurm_version
+from provisioner.cluster import oci
 from tests.conftest import module_cluster, run_cli
-from tests.integration.test_containers import _tiny_rootfs
+from tests.integration.test_containers import CONTAINER_MARKS, _tiny_rootfs
 from tests.integration.test_local_cluster import wait_job
 
-_UNAVAILABLE = containers.unavailable_reason(True, True, host_slurm_version())
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(os.geteuid() != 0, reason="srun --container needs the local backend run as root"),
-    pytest.mark.skipif(bool(_UNAVAILABLE), reason=_UNAVAILABLE),
-    pytest.mark.skipif(shutil.which("crun") is None, reason="no crun: make setup-containers"),
-    pytest.mark.skipif(shutil.which("mksquashfs") is None, reason="no mksquashfs: make setup-containers"),
-]
+pytestmark = CONTAINER_MARKS + [
+    pytest.mark.skipif(shutil.which("crun") is None, reason="no crun: make setup-containers")]
 
 PRINT = 'echo "$(hostname) $SLURM_PROCID $SLURM_NODEID $(grep ^ID= /etc/os-release)"'
 EXPECTED = ["node1 0 0 ID=simcluster-tiny", "node2 1 1 ID=simcluster-tiny"]
