@@ -44,14 +44,16 @@ def build(train, offline, no_cache, slurm):
 
 
 @command.command("import")
-@click.argument("source", metavar="dockerd://IMAGE")
+@click.argument("source", metavar="dockerd://IMAGE|docker://[USER@][REGISTRY#]IMAGE[:TAG]")
 @click.option("-o", "--output", "output", required=True, metavar="FILE.sqsh",
               help="The squashfs file to write (replaced if it exists).")
 def import_(source, output):
     """Make a squashfs file of a docker engine image, for --container-image (like `enroot import`).
 
-    The image's file system and its ENV (in /etc/environment, where enroot keeps it);
-    nothing is pulled: the image must be in this machine's docker engine.
+    The image's file system and its ENV (in /etc/environment, where enroot keeps it).
+    dockerd://IMAGE: an image of this machine's docker engine; docker://... (enroot's
+    syntax) is pulled by the docker engine first (one line with docker's reason where no
+    registry answers).
     """
     from pathlib import Path
 
