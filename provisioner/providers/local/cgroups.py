@@ -156,6 +156,23 @@ def remove(tag: str) -> List[str]:
     return left
 
 
+def remove_nodes(tag: str, nodes: List[str]) -> List[str]:
+    """Remove the cgroups of ``nodes`` only (nodes leaving a running cluster), deepest
+    first; return those that could not be removed (a process still in one)."""
+    left: List[str] = []
+    for c in CONTROLLERS:
+        for n in nodes:
+            top = node_dir(c, tag, n)
+            if not top.is_dir():
+                continue
+            for dirpath, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
+                try:
+                    os.rmdir(dirpath)
+                except OSError:
+                    left.append(dirpath)
+    return left
+
+
 def leftovers(tag: str) -> List[str]:
     return [str(ROOT / c / BASE / tag) for c in CONTROLLERS if (ROOT / c / BASE / tag).exists()]
 

@@ -232,6 +232,15 @@ def delete(tag: str) -> None:
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def delete_nodes(net: Network, keys: List[str]) -> None:
+    """Remove the namespaces of ``keys`` (nodes leaving a running cluster; each takes its
+    macvlan with it); the rest of the network stays."""
+    lines = [f"netns del {netns_name(net.tag, k)}" for k in keys if os.path.exists(netns_path(net.tag, k))]
+    if lines:
+        subprocess.run([_ip(), "-force", "-batch", "-"], input="\n".join(lines) + "\n", text=True,
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def leftovers(tag: str) -> List[str]:
     """Namespaces and devices of ``tag`` that still exist (for tests and `down`'s check)."""
     return [f"netns {n}" for n in _namespaces(tag)] + [f"link {d}" for d in _devices(tag)]

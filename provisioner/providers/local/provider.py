@@ -12,7 +12,9 @@ on jobs' PATH (cluster/fakegpus).
 from __future__ import annotations
 
 import glob
+import ipaddress
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -23,6 +25,7 @@ from provisioner.cluster.capabilities import Machines
 from provisioner.cluster.placement import CONTROLLER, NODE_TOKEN, NodePaths, Placement
 from provisioner.cluster.poll import WaitTimeout, poll_until
 from provisioner.cluster.runner import HostRunner, find_binary
+from provisioner.cluster.scale import Scalable
 from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES
 from provisioner.cluster.state import ClusterState, all_states, port_lock, reserved_ports
 from provisioner.config.types import ClusterSpec
@@ -71,7 +74,7 @@ def _tag(state: ClusterState) -> str:
     return network.tag_of(str(state.layout.root))
 
 
-class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
+class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
     name = "local"
 
     def __init__(self) -> None:
@@ -121,12 +124,15 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
                 state.provider_data["node_addrs"] = names.node_addresses(spec, names.pick_block(b for b in taken if b))
             state.provider_data["notes"] = {"network": net_note, "cgroups": cg_note}
             needed = [n for n in spec.nodes if n.port is None]
-            count = len(needed) + (0 if spec.controller_port else 1) + (2 if spec.accounting else 0)
+            count = len(needed) + (0 if spec.controller_port else 1) + (2 if spec.accounting else 0) \
+                + (1 if spec.rest else 0)
             free = iter(allocate_ports(count, reserved=reserved_ports(exclude=spec.name))) if count else iter(())
             state.controller_port = spec.controller_port or next(free)
             state.node_ports = {n.name: n.port or next(free) for n in spec.nodes}
             if spec.accounting:
                 state.mariadb_port, state.slurmdbd_port = next(free), next(free)
+            if spec.rest:
+                state.rest_port = next(free)
             layout = state.layout
             for d in (layout.etc, layout.log, layout.run, layout.spool, layout.state_save, layout.dev):
                 d.mkdir(exist_ok=True)
@@ -257,12 +263,84 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses):
                 if use_cgroups else ""),
             client_env={"SLURM_CONF": str(layout.slurm_conf), "SIMCLUSTER_CLUSTER": state.name},
             dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
+            # slurmrestd beside slurmctld: on the controller's address (its namespace on the
+            # cluster's bridge as root, else loopback), never this host's own interfaces.
+            rest_port=state.rest_port, rest_addr=ctl_addr,
             usage=f'use it: eval "$(simcluster env --name {state.name})"; sinfo\n'
                   + (no_containers or "container options: srun --container-image=FILE.sqsh ... (docs/containers.md)"),
             install_hint="make setup-train (or pip install -e '.[train]')")
 
     def runner(self, state: ClusterState, key: str) -> HostRunner:
         return self._runner
+
+    # -- nodes that join or leave a running cluster (`simcluster scale`) -----------------------------
+    def add_machines(self, state: ClusterState, spec: ClusterSpec, nodes: List[str], progress: Progress) -> None:
+        """What provision makes for a node, for ``nodes`` only: free ports, an address on the
+        cluster's network (a namespace each) or loopback block, spool and TmpFS directories,
+        cgroups (every node's devices cgroup then denies the new GPUs too); then the
+        placement again, from this host as at provision (the hosts file lists the new names)."""
+        layout = state.layout
+        with port_lock():
+            own = [state.controller_port, *state.node_ports.values(),
+                   *(p for p in (state.mariadb_port, state.slurmdbd_port) if p)]
+            wanted = [spec.node(n) for n in nodes]
+            free = iter(allocate_ports(sum(1 for n in wanted if n.port is None),
+                                       reserved=reserved_ports(exclude=state.name) + own))
+            for n in wanted:
+                state.node_ports[n.name] = n.port or next(free)
+            net = _network(state)
+            addrs = state.provider_data.setdefault("node_addrs", {})
+            if net:
+                used = set(net.addrs.values()) | {net.host_addr}
+                hosts = (str(a) for a in ipaddress.ip_network(net.subnet).hosts() if str(a) not in used)
+                for name in nodes:
+                    addr = next(hosts, None)
+                    if addr is None:
+                        raise UsageError(f"the cluster's network {net.subnet} has no address left for {name}",
+                                         "add fewer nodes")
+                    net.addrs[name] = addrs[name] = addr
+                state.provider_data["network"] = net.to_dict()
+            elif addrs:
+                block = names.block_of(addrs)
+                taken = set(addrs.values())
+                free_addrs = (names.node_address(block, i) for i in range(254 * 254)
+                              if names.node_address(block, i) not in taken)
+                for name in nodes:
+                    addrs[name] = next(free_addrs)
+            state.spec = spec.to_dict()
+            state.save()  # the ports and addresses are taken once the state file records them
+        for name in nodes:
+            (layout.spool / name).mkdir(exist_ok=True)
+            (layout.root / "tmp" / name).mkdir(parents=True, exist_ok=True)
+        if net:
+            network.create(net, [n for n in nodes if n in network.missing(net)])
+        if state.provider_data.get("cgroups"):
+            cgroups.create(_tag(state), {n.name: list(n.gpus) for n in spec.nodes}, cgroups.host_gpu_minors())
+        state.placement = self.placement(state).to_dict()
+
+    def remove_machines(self, state: ClusterState, spec: ClusterSpec, nodes: List[str]) -> None:
+        """Undo add_machines for ``nodes`` (whose daemons were stopped): what is left of their
+        processes, their namespaces, cgroups, ports, addresses and directories."""
+        layout, tag = state.layout, _tag(state)
+        for name in nodes:
+            left = node_pids(layout.root, name, state.pids.get(f"slurmd:{name}", 0))
+            if left:
+                terminate(left, grace=2.0)
+        net = _network(state)
+        if net:
+            network.delete_nodes(net, nodes)
+            for name in nodes:
+                net.addrs.pop(name, None)
+            state.provider_data["network"] = net.to_dict()
+        if state.provider_data.get("cgroups"):
+            cgroups.remove_nodes(tag, nodes)
+        for name in nodes:
+            state.node_ports.pop(name, None)
+            state.provider_data.get("node_addrs", {}).pop(name, None)
+            shutil.rmtree(layout.spool / name, ignore_errors=True)
+            shutil.rmtree(layout.root / "tmp" / name, ignore_errors=True)
+        state.spec = spec.to_dict()
+        state.placement = self.placement(state).to_dict()
 
     def delete(self, state: ClusterState) -> List[int]:
         """SIGKILL every process of the cluster at once: its state is deleted next, so a

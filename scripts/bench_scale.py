@@ -1,0 +1,72 @@
+#!/usr/bin/env python3
+"""Benchmark `simcluster scale` on a running cluster; print a Markdown table for docs/scale.md.
+
+  local +2    `scale --add 2` on a running 2-node local cluster, a job running on it
+  local +64   `scale --add 64` on a running 2-node local cluster
+  docker +1   `scale --add 1` on a running 2-node docker cluster (skipped without an engine)
+
+Each is timed as the command's wall clock (until the new nodes are idle), median of --repeat
+runs, a fresh cluster each. Clusters live under SIMCLUSTER_HOME=/tmp/sc-bench-scale.
+Usage: python scripts/bench_scale.py [--repeat 3] [--no-docker]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import List
+
+REPO = Path(__file__).resolve().parents[1]
+SIMCLUSTER = str(REPO / ".venv" / "bin" / "simcluster")
+HOME = "/tmp/sc-bench-scale"
+ENV = dict(os.environ, SIMCLUSTER_HOME=HOME)
+
+
+def cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
+    p = subprocess.run([SIMCLUSTER, *args], capture_output=True, text=True, timeout=timeout, env=ENV)
+    if p.returncode != 0:
+        raise RuntimeError(f"simcluster {' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+    return p
+
+
+def one(backend: str, add: int) -> float:
+    """Seconds `scale --add ADD` takes on a fresh running 2-node cluster with a job running."""
+    name = f"bsc-{backend[:2]}{add}"
+    cli("up", "--name", name, "--nodes", "2", "--backend", backend)
+    try:
+        cli("exec", "--name", name, "--", "sbatch", "-N2", "-o", "/dev/null", "--wrap", "sleep 60")
+        t0 = time.monotonic()
+        cli("scale", "--name", name, "--add", str(add))
+        took = time.monotonic() - t0
+        out = cli("exec", "--name", name, "--", "sinfo", "-h", "-o", "%D %t").stdout
+        idle = sum(int(line.split()[0]) for line in out.splitlines() if line.split()[1] == "idle")
+        if idle < add:
+            raise RuntimeError(f"only {idle} idle nodes after scale --add {add}:\n{out}")
+        return took
+    finally:
+        cli("down", "--name", name)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--no-docker", action="store_true")
+    args = ap.parse_args()
+    cases = [("local", 2), ("local", 64)] + ([] if args.no_docker else [("docker", 1)])
+    rows: List[str] = []
+    for backend, add in cases:
+        times = [one(backend, add) for _ in range(args.repeat)]
+        rows.append(f"| {backend}, 2 running nodes, `scale --add {add}` | {statistics.median(times):.2f} s "
+                    f"(min {min(times):.2f}, max {max(times):.2f}, {len(times)} runs) |")
+        print(rows[-1], flush=True)
+    print("\n| what | wall clock, until the new nodes are idle |\n|---|---|\n" + "\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
