@@ -6,10 +6,11 @@ PY := $(VENV)/bin/python
 SIMCLUSTER := $(VENV)/bin/simcluster
 # Accounting (up --accounting) needs slurmdbd and MariaDB's server binaries; the -core
 # packages carry mariadbd without a system database or a service that starts one.
+# up --rest runs slurmrestd with the JWT plugin (auth/jwt, rest_auth/jwt).
 # srun --mpi=pmix needs libpmix.so (libpmix-dev: the plugin loads the unversioned name);
 # verify's basic.mpi runs Debian's mpi4py over its Open MPI with the system python3.
 APT_PACKAGES := slurmctld slurmd slurm-client munge libnss-wrapper python3-venv procps \
-	slurmdbd mariadb-server-core mariadb-client-core \
+	slurmdbd mariadb-server-core mariadb-client-core slurmrestd slurm-wlm-jwt-plugin \
 	libpmix-dev openmpi-bin python3-mpi4py tini
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PIP := $(VENV)/bin/pip install -q --disable-pip-version-check
@@ -101,6 +102,9 @@ bench-scale: setup  ## `simcluster scale` +2 and +64 nodes on a running local cl
 
 bench-containers: setup setup-containers  ## container steps: image import, first and warm --container-image step per node count, write docs/benchmarks-containers.md
 	$(PY) scripts/bench_containers.py --out docs/benchmarks-containers.md
+
+bench-rest: setup  ## slurmrestd requests per second (job submission, job listing) on a local --rest cluster, numbers for docs/rest.md
+	$(PY) scripts/bench_rest.py
 
 bench-faults: setup  ## repair, stop/start and failure detection times, write docs/benchmarks-faults.md
 	$(PY) scripts/bench_faults.py --out docs/benchmarks-faults.md

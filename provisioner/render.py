@@ -235,6 +235,10 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         "accounting": asdict(inputs.accounting or _default_accounting(inputs)) if spec.accounting else None,
         "timeouts": dict(TIMEOUTS[spec.failure_detection]),
     }
+    # rest: true only (the Ansible context adds it where it deploys REST): JWT as a second
+    # auth type, for slurmrestd's clients; the templates test `rest is defined`.
+    if spec.rest:
+        ctx["rest"] = {"jwt_key": paths.jwt_key}
     # Only where a plugin is named, so the Ansible roles' context (context.json.j2), which
     # never loads one, keeps exactly these keys; the templates test `containers is defined`.
     if inputs.containers_plugin:

@@ -12,7 +12,7 @@ from provisioner import __version__
 from provisioner.config.versions import SLURM_SUITES, host_slurm_version
 from provisioner.errors import SimclusterError
 
-COMMANDS = ["up", "down", "stop", "start", "fault", "status", "list", "env", "exec", "render", "export_logs", "image", "deploy", "verify", "test_cmd", "check", "scale"]
+COMMANDS = ["up", "down", "stop", "start", "fault", "status", "list", "env", "exec", "render", "export_logs", "image", "deploy", "verify", "test_cmd", "check", "scale", "token"]
 
 
 class _Group(click.Group):

@@ -29,6 +29,9 @@ _SPEC_FLAGS = (
     (("--accounting",), "accounting", dict(is_flag=True, default=None,
                                            help="Add slurmdbd with a private MariaDB: sacct, sacctmgr, sshare "
                                                 "and fair-share work.")),
+    (("--rest",), "rest", dict(is_flag=True, default=None,
+                               help="Add slurmrestd with JWT auth: Slurm's REST API, tokens from 'simcluster "
+                                    "token' (docs/rest.md).")),
     (("--fast-failure",), "fast_failure", dict(is_flag=True, default=None,
                                                help="Detect dead nodes fast: SlurmdTimeout=5, MessageTimeout=3, a killed "
                                                     "node is DOWN in ~12 s (failureDetection: fast; see docs/faults.md).")),

@@ -47,6 +47,11 @@ def command(ctx, name, as_json, **where):
                        f"slurmdbd {alive(acct['slurmdbd']['alive'])} on port {acct['slurmdbd']['port']};"
                        f"  MariaDB {alive(acct['mariadb']['alive'])} on port {acct['mariadb']['port']};"
                        f"  cluster {'registered' if acct['registered'] else 'NOT registered'}")
+        api = st.get("rest") or {}
+        if api.get("enabled"):
+            click.echo(f"  REST API {'healthy' if api['healthy'] else 'UNHEALTHY'}: slurmrestd "
+                       f"{alive(api['alive'])} at {api['url'] or '?'}; API versions "
+                       f"{', '.join(api['versions']) or 'none answered' + (' (' + api['error'] + ')' if api.get('error') else '')}")
         click.echo(f"  state: {st['state_dir']}")
         if st.get("shared_dir"):
             click.echo(f"  job files: {st['shared_dir']} (shared with every node)")

@@ -18,7 +18,7 @@ def verify_options(f):
     f = click.option("--junit", "junit", default=None, metavar="FILE", help="Also write JUnit XML to FILE (for CI).")(f)
     f = click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout (lines go to stderr).")(f)
     f = click.option("--suite", "-s", default="all", show_default=True, metavar="LIST",
-                     help="basic,signals,ddp,fsdp,deepspeed,megatron,faults or all (all = every suite but "
+                     help="basic,signals,rest,ddp,fsdp,deepspeed,megatron,faults or all (all = every suite but "
                           "faults: that one breaks the cluster on purpose, needs 'up --fast-failure' and "
                           "takes 1-2 minutes; on other clusters its checks SKIP; of signals, all runs "
                           "signals.time-limit only)")(f)

@@ -45,6 +45,11 @@ class NodePaths:
         return f"{self.etc}/task_prolog.sh"
 
     @property
+    def jwt_key(self) -> str:
+        """The cluster's HS256 key for JWT auth (rest: true; cluster/rest.py writes it)."""
+        return f"{self.etc}/jwt_hs256.key"
+
+    @property
     def hosts_file(self) -> str:
         return f"{self.etc}/hosts"
 

@@ -48,6 +48,11 @@ class Placement:
     # MPI's parameter file made from the host's).
     extra_files: Dict[str, str] = field(default_factory=dict)
     dbd_port: Optional[int] = None
+    # rest: true: where slurmrestd listens (cluster/rest.py): its port (None: Slurm's 6820)
+    # and address, the controller's on the cluster's own network; "": the controller
+    # machine's own address, asked when it starts (a container's).
+    rest_port: Optional[int] = None
+    rest_addr: str = ""
     storage_port: Optional[int] = None
     controller_where: str = "this host"  # where slurmctld runs, for status and messages
     usage: str = ""  # how to use the cluster, the second line of `up`'s summary

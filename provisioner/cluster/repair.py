@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
 from provisioner.cluster.capabilities import machines_running
-from provisioner.cluster import accounting, daemons, steps
+from provisioner.cluster import accounting, daemons, rest, steps
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.slurm import NodeState
 from provisioner.cluster.steps import UpRun
@@ -212,6 +212,8 @@ def repair(cluster: Cluster, progress: Callable[[str], None], timeout: float) ->
             step(f"starting slurmdbd on port {c.placement.dbd_port}", lambda: accounting.start_slurmdbd(c))
     if "slurmctld" in dead:
         step(f"starting slurmctld on port {st.controller_port} (saved state kept)", lambda: steps.start_slurmctld(up))
+    if "slurmrestd" in dead:
+        step("starting slurmrestd", lambda: rest.start_slurmrestd(c))
     if p.hung:
         step(f"killing {len(p.hung)} slurmd that do not answer ({', '.join(p.hung[:8])})",
              lambda: c.signal_daemons([f"slurmd:{n}" for n in p.hung], signal.SIGKILL))

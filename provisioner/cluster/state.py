@@ -46,6 +46,10 @@ class ClusterState:
     # accounting: true only (defaults keep older state files loadable).
     mariadb_port: Optional[int] = None
     slurmdbd_port: Optional[int] = None
+    # rest: true only: slurmrestd's port (local; docker: its own network), and its URL as
+    # this host reaches it, recorded each time slurmrestd starts.
+    rest_port: Optional[int] = None
+    rest_url: Optional[str] = None
     # What the provider keeps about the machines it made (docker: image, network, shared dir).
     provider_data: Dict = field(default_factory=dict)
     # Faults injected with `simcluster fault` and not undone yet: {"what", "node", "since", ...}.
@@ -108,7 +112,7 @@ def reserved_ports(exclude: str = "") -> List[int]:
         if st.name != exclude:
             ports.append(st.controller_port)
             ports.extend(st.node_ports.values())
-            ports.extend(p for p in (st.mariadb_port, st.slurmdbd_port) if p)
+            ports.extend(p for p in (st.mariadb_port, st.slurmdbd_port, st.rest_port) if p)
     return ports
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
-from provisioner.cluster import accounting
+from provisioner.cluster import accounting, rest
 from provisioner.cluster.capabilities import ReadOnly, daemons_alive, machines_running
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.placement import CONTROLLER
@@ -72,6 +72,8 @@ class ClusterStatus:
     node_cgroups: str = ""
     # pyxis's container options (docs/containers.md): what to run, or why the cluster has none.
     containers: str = ""
+    # Slurm's REST API (rest: true): slurmrestd alive, its URL, the API versions it serves.
+    rest: Dict = field(default_factory=dict)
 
     def to_dict(self) -> Dict:
         return asdict(self)
@@ -113,8 +115,10 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
         hints.append(f"faults in effect: 'simcluster fault heal --name {st.name}' undoes them")
     munged_keys = [k for k in alive if k.startswith("munged")]
     acct = accounting.health(cluster, alive)
+    api = rest.health(cluster, alive)
     running = st.phase == "running" and all(machines.values())
-    healthy = running and all(alive.values()) and bool(nodes) and all(x.ready for x in nodes) and acct["healthy"]
+    healthy = running and all(alive.values()) and bool(nodes) and all(x.ready for x in nodes) and acct["healthy"] \
+        and api["healthy"]
     phase = st.phase if any(alive.values()) or st.phase != "running" else "stopped"
     healthy = healthy and not hung
     return ClusterStatus(
@@ -126,7 +130,7 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
         munged=DaemonStatus(alive=bool(munged_keys) and all(alive[k] for k in munged_keys),
                             host=", ".join(cluster.runner(k.partition(":")[2] or CONTROLLER).where
                                            for k in munged_keys) or "?"),
-        accounting=acct, nodes=nodes, faults=[dict(f) for f in st.faults], node_etc_slurm=pl.node_etc_slurm,
+        accounting=acct, rest=api, nodes=nodes, faults=[dict(f) for f in st.faults], node_etc_slurm=pl.node_etc_slurm,
         node_network=pl.node_network, node_cgroups=pl.node_cgroups, containers=containers_line(pl.render),
         slurm_version=_slurm_version(client) if any(machines.values()) or (not managed and states is not None) else "",
         hints=[] if not managed else hints if phase != "stopped" else

@@ -14,7 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Tuple
 
-from provisioner.cluster import accounting, daemons
+from provisioner.cluster import accounting, daemons, rest
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.placement import CONTROLLER
 from provisioner.cluster.wait import nodes_ready
@@ -57,6 +57,8 @@ def write_configs(up: UpRun) -> None:
     fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
     with os.fdopen(fd, "wb") as fh:
         fh.write(os.urandom(1024))
+    if c.spec.rest:
+        rest.write_jwt_key(c.placement.config_dir)
 
 
 def on_each_machine(c: Cluster, keys: List[str], action: Callable[[str], None]) -> None:
@@ -158,6 +160,8 @@ STEPS: Tuple[Step, ...] = (
          lambda up: nodes_ready(up.cluster, up.timeout)),
     Step("registered", lambda c: "waiting for slurmctld to register with slurmdbd",
          lambda up: accounting.wait_registered(up.cluster, up.timeout), _accounting),
+    Step("slurmrestd", lambda c: f"starting slurmrestd (REST API, JWT) on port {rest.rest_port(c)}",
+         lambda up: rest.start_slurmrestd(up.cluster), lambda c: c.spec.rest),
     Step("qos-limits", lambda c: "setting the QoS limits counted in TRES",
          lambda up: accounting.set_tres_limits(up.cluster),
          lambda c: c.spec.accounting and any(accounting.is_tres_limit(k) for q in c.spec.qos for k, _ in q.limits)),

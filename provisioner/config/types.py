@@ -102,6 +102,7 @@ class ClusterSpec:
     slurm: Optional[str] = None
     accounts: Tuple[AccountSpec, ...] = ()  # accounting only: made with sacctmgr at `up`
     qos: Tuple[QosSpec, ...] = ()  # accounting only
+    rest: bool = False  # slurmrestd with JWT auth (docs/rest.md)
 
     @property
     def slurm_release(self) -> Optional[str]:
@@ -161,4 +162,4 @@ class ClusterSpec:
                    wait=d.get("wait", 60.0), image=d.get("image"), privileged=d.get("privileged", False),
                    accounting=d.get("accounting", False),
                    failure_detection=d.get("failure_detection", "normal"), slurm=d.get("slurm"),
-                   accounts=accounts, qos=qos)
+                   accounts=accounts, qos=qos, rest=d.get("rest", False))

@@ -25,7 +25,7 @@ MAX_NODES = 1024
 TOP_KEYS = {"apiVersion", "kind", "name", "backend", "nodes", "nodePrefix", "gpus", "fakeGpus",
             "cpus", "memory", "controllerPort", "partitions", "slurmConf", "wait", "image",
             "privileged", "accounting", "failureDetection", "slurm", "gpuType", "gpuModel", "features",
-            "accounts", "qos"}
+            "accounts", "qos", "rest"}
 # normal: Slurm's test-cluster timeouts; fast: a dead node is DOWN in ~12 s (docs/faults.md).
 FAILURE_DETECTION = ("normal", "fast")
 NODE_KEYS = {"name", "gpus", "cpus", "memory", "port", "gpuType", "gpuModel", "features", "options"}
@@ -173,6 +173,10 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
     if not isinstance(accounting, bool):
         p.add("accounting", f"expected true or false, got {accounting!r}")
         accounting = False
+    rest = raw.get("rest", False)
+    if not isinstance(rest, bool):
+        p.add("rest", f"expected true or false, got {rest!r}")
+        rest = False
 
     failure_detection = raw.get("failureDetection", "normal")
     if failure_detection not in FAILURE_DETECTION:
@@ -199,7 +203,7 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
                        fake_gpus=fake_gpus, controller_port=controller_port,
                        slurm_conf_extra=tuple(extra), wait=float(wait), image=image, privileged=privileged,
                        accounting=accounting, failure_detection=failure_detection, slurm=slurm,
-                       accounts=tuple(accounts), qos=tuple(qos))
+                       accounts=tuple(accounts), qos=tuple(qos), rest=rest)
 
 
 def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory: int) -> List[NodeSpec]:

@@ -5,10 +5,10 @@ from __future__ import annotations
 from typing import List, Sequence
 
 from provisioner.errors import UsageError
-from provisioner.verify import basic, container, faults, isolation, signals, training, versions
+from provisioner.verify import basic, container, faults, isolation, rest, signals, training, versions
 from provisioner.verify.runner import Check
 
-SUITES = ("basic", "signals", "ddp", "fsdp", "deepspeed", "megatron", "faults")
+SUITES = ("basic", "signals", "rest", "ddp", "fsdp", "deepspeed", "megatron", "faults")
 # Not in "all": the faults suite breaks the cluster on purpose (and heals it), needs a
 # cluster made with `up --fast-failure`, and takes 1-2 minutes (verify/faults.py).
 # "signals" is apart from "basic" because it waits for slurmctld's time-limit pass, which
@@ -17,7 +17,8 @@ SUITES = ("basic", "signals", "ddp", "fsdp", "deepspeed", "megatron", "faults")
 # needs a 2-minute limit: Slurm keeps limits in whole minutes). "all" runs
 # signals.time-limit beside the training suites; signals.checkpoint and signals.preempt
 # (in_all=False) run where `signals` is named: they would make "all" 2.5 minutes, not 1.
-ALL = ("basic", "signals", "ddp", "fsdp", "deepspeed", "megatron")
+# "rest" joins "all" only on clusters made with --rest (its check's ``applies``).
+ALL = ("basic", "signals", "rest", "ddp", "fsdp", "deepspeed", "megatron")
 
 
 class Suites(list):
@@ -63,6 +64,10 @@ CHECKS: Sequence[Check] = (
     Check("signals.preempt", "signals", signals.check_preempt,
           "a job preempted by fault preempt (requeue) checkpoints on the signal and resumes from it",
           in_all=False),
+    Check("rest.api", "rest", rest.check_rest,
+          "a 2-node job submitted over Slurm's REST API with a token from scontrol token, polled to COMPLETED "
+          "and read back (from slurmdbd too with accounting), newest API version; no or a bad token refused",
+          applies=lambda spec: bool(getattr(spec, "rest", False))),
     Check("ddp.train", "ddp", training.check_ddp, "DistributedDataParallel across 2 nodes"),
     Check("fsdp.train", "fsdp", training.check_fsdp, "FSDP (fully_shard) across 2 nodes, sharded, DCP checkpoint reload"),
     Check("deepspeed.zero3", "deepspeed", training.check_deepspeed, "DeepSpeed ZeRO-3 across 2 nodes"),

@@ -102,6 +102,8 @@ class VerifyTarget:
     faults: Optional[object] = None
     # What the nodes have of a machine of their own (network, cgroups, /etc/slurm): node_facts.
     nodes: NodeFacts = field(default_factory=NodeFacts.unknown)
+    # rest: true: where this host reaches slurmrestd (cluster/rest.py); None: no REST API.
+    rest_url: Optional[str] = None
     _modules: Dict[str, bool] = field(default_factory=dict)
 
     def cluster_path(self, path) -> str:
@@ -153,4 +155,5 @@ def target_of(cluster) -> VerifyTarget:
         faults=Injector(cluster.name) if isinstance(provider, NodeProcesses) else None,
         nodes=node_facts(pl, bool(cluster.spec.fake_gpus)),
         # The jobs' python is asked where jobs run: a node (the controller may have none).
-        probe_runner=cluster.runner(nodes[0]) if nodes else None)
+        probe_runner=cluster.runner(nodes[0]) if nodes else None,
+        rest_url=cluster.state.rest_url if cluster.spec.rest else None)

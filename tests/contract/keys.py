@@ -10,7 +10,7 @@ import dataclasses
 from types import SimpleNamespace
 from typing import Any, Set
 
-from provisioner.cluster import accounting
+from provisioner.cluster import accounting, rest
 from provisioner.cluster.status import ClusterStatus, DaemonStatus, NodeStatus
 
 
@@ -38,5 +38,6 @@ def reference_status_keys() -> Set[str]:
     no_accounting = accounting.health(SimpleNamespace(spec=SimpleNamespace(accounting=False)), {})
     fields = {f.name: None for f in dataclasses.fields(ClusterStatus)}
     fields.update(controller=_placeholder(DaemonStatus), munged=_placeholder(DaemonStatus),
-                  accounting=no_accounting, nodes=[_placeholder(NodeStatus)])
+                  accounting=no_accounting, nodes=[_placeholder(NodeStatus)],
+                  rest=rest.health(SimpleNamespace(spec=SimpleNamespace(rest=False)), {}))
     return key_paths(ClusterStatus(**fields).to_dict())

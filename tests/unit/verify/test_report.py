@@ -32,7 +32,9 @@ def spec(nodes=2, parts=None) -> ClusterSpec:
 
 
 def test_suites_parse_in_canonical_order_and_reject_unknown_names():
-    assert parse_suites("all") == ["basic", "signals", "ddp", "fsdp", "deepspeed", "megatron"]
+    # "rest" is in "all"; its check joins only on clusters made with --rest (applies).
+    assert parse_suites("all") == ["basic", "signals", "rest", "ddp", "fsdp", "deepspeed", "megatron"]
+    assert "rest.api" not in [c.name for c in checks_for(parse_suites("all"))]
     # signals (a 30 s timer in slurmctld) is apart, so "basic" takes seconds; "all" has both.
     assert "signals.time-limit" not in [c.name for c in checks_for(["basic"])]
     assert parse_suites("megatron, basic") == ["basic", "megatron"]
@@ -41,7 +43,7 @@ def test_suites_parse_in_canonical_order_and_reject_unknown_names():
     assert exc.value.exit_code == 2 and "bogus" in exc.value.message
     # The controller/node gates always run first; a training suite brings only its check.
     assert [c.name for c in checks_for(["ddp"])] == ["basic.controller", "basic.nodes", "ddp.train"]
-    assert len({c.name for c in CHECKS}) == len(CHECKS) == 25
+    assert len({c.name for c in CHECKS}) == len(CHECKS) == 26  # rest.api joined (clusters made with --rest)
     # faults is not part of all (it breaks the cluster on purpose); named, it runs.
     assert parse_suites("faults") == ["faults"] and parse_suites("all,faults")[-1] == "faults"
     # basic.accounting joins only on clusters with accounting.
