@@ -29,8 +29,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from provisioner.cluster import steps
+from provisioner.cluster import fakegpus, steps
 from provisioner.cluster.handle import Cluster
+from provisioner.cluster.lifecycle import is_running
 from provisioner.cluster.poll import WaitTimeout, poll_until
 from provisioner.cluster.state import ClusterState
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
@@ -222,8 +223,7 @@ def write_node_configs(c: Cluster) -> None:
         if name in SECRET_FILES or name == "accounts.cfg":
             del files[name]
     write_files(files, c.placement.config_dir)
-    from provisioner.cluster import fakegpus  # the nvidia-smi data lists every node's GPUs
-    fakegpus.install(c.spec, c.placement.config_dir)
+    fakegpus.install(c.spec, c.placement.config_dir)  # the nvidia-smi data lists every node's GPUs
 
 
 def restart_slurmctld(c: Cluster, up: steps.UpRun, grace: float = 30.0) -> None:
@@ -266,7 +266,6 @@ def wait_nodes(c: Cluster, new: Sequence[str], timeout: float) -> None:
 
 
 def _require(c: Cluster) -> Scalable:
-    from provisioner.cluster.lifecycle import is_running
     if not isinstance(c.provider, Scalable):
         raise UsageError(f"the {c.provider.name} backend cannot add or remove nodes of a running cluster",
                          "change the inventory and deploy again")
