@@ -103,6 +103,15 @@ def _user_args(cluster: Cluster) -> Tuple[List[str], Dict[str, str], str]:
                        f"create one: useradd --system {REST_USERS[0]}")
 
 
+# Started as root, slurmrestd switches to its user and is then no longer dumpable: its
+# /proc/PID/environ (where every daemon's liveness check finds the cluster's marker) is
+# unreadable without CAP_SYS_PTRACE, which containers lack. So a root shell that lives
+# exactly as long as slurmrestd is the daemon recorded: it passes TERM and INT on and
+# waits until slurmrestd is gone.
+SUPERVISOR = ["sh", "-c", 'trap \'kill -TERM "$p" 2>/dev/null\' TERM INT; "$@" & p=$!; '
+              'while kill -0 "$p" 2>/dev/null; do wait "$p"; done', "sh"]
+
+
 def restd_argv(cluster: Cluster, addr: str) -> Tuple[List[str], Dict[str, str]]:
     """slurmrestd's command line and environment: JWT only (SLURM_JWT=daemon), every
     OpenAPI plugin of the release (slurmdbd's only with accounting), as its own user."""
@@ -126,9 +135,14 @@ def restd_argv(cluster: Cluster, addr: str) -> Tuple[List[str], Dict[str, str]]:
                   f'mount --bind "$0" {ETC_SLURM} && {{ [ ! -f "$0/{RESOLV_FILE}" ] || '
                   f'mount --bind "$0/{RESOLV_FILE}" /etc/resolv.conf; }} && exec "$@"', p.etc]
         conf = f"{ETC_SLURM}/slurm.conf"
-    argv = [*cluster.placement.controller_prefix, *prefix, daemons.program(cluster, "slurmrestd", "slurmrestd"),
+    argv = [*cluster.placement.controller_prefix, *prefix, *(SUPERVISOR if user_args else []),
+            daemons.program(cluster, "slurmrestd", "slurmrestd"),
             "-f", conf, "-a", "rest_auth/jwt", "-s", ",".join(plugins), *user_args, f"{addr}:{rest_port(cluster)}"]
-    return argv, {"SLURM_JWT": "daemon", **env}
+    # slurmrestd 23.02+ unshares its System V IPC and file table at start, which an
+    # unprivileged container refuses (EPERM, a fatal error): that hardening is left out.
+    security = ",".join(x for x in (env.pop("SLURMRESTD_SECURITY", ""), "disable_unshare_sysv",
+                                    "disable_unshare_files") if x)
+    return argv, {"SLURM_JWT": "daemon", **env, "SLURMRESTD_SECURITY": security}
 
 
 def rest_port(cluster: Cluster) -> int:

@@ -59,6 +59,13 @@ def _state(value: Any) -> str:
     return str(value or "")
 
 
+def _number(value: Any) -> int:
+    """A count as v0.0.38 gives it (2) or v0.0.40+ ({"set": true, "number": 2})."""
+    if isinstance(value, dict):
+        value = value.get("number") if value.get("set", True) else 0
+    return int(value or 0)
+
+
 def refused(url: str, path: str, user: Optional[str], tok: Optional[str]) -> Tuple[bool, str]:
     """Is a request without a valid token refused? (status, and whether data leaked)."""
     try:
@@ -113,7 +120,7 @@ def check_rest(ctx: VerifyContext) -> Outcome:
         except WaitTimeout:
             raise CheckFailed(f"job {job_id} never ended over REST (last state {_state(seen.get('job_state'))})")
         state = _state(seen.get("job_state"))
-        if state != "COMPLETED" or int(seen.get("node_count") or 0) != nodes:
+        if state != "COMPLETED" or _number(seen.get("node_count")) != nodes:
             raise CheckFailed(f"job {job_id} ended {state} on {seen.get('nodes')} ({seen.get('node_count')} nodes)")
         detail = f"{version} of {', '.join(found)}: job {job_id} COMPLETED on {seen.get('nodes')}"
         if ctx.spec.accounting:
