@@ -38,9 +38,13 @@ def _image_id(tag: str) -> str:
 
 @pytest.mark.parametrize("release", ["24.11", "26.05"])
 def test_basic_suite_on_release(release, docker_cluster, sim_home):
-    name = docker_cluster("--slurm", release, "--nodes", "2", "--fake-gpus", "2")
+    name = docker_cluster("--slurm", release, "--nodes", "2", "--fake-gpus", "2", "--rest")
     st = json.loads(run_cli(["status", "--name", name, "--json"], sim_home, check=True).stdout)
     assert st["slurm_version"].startswith(release + "."), st["slurm_version"]
+    # slurmrestd serves this release's API versions (docs/rest.md), on the controller
+    # container's own address.
+    newest = {"24.11": "v0.0.42", "26.05": "v0.0.45"}[release]
+    assert st["rest"]["alive"] and st["rest"]["versions"][-1] == newest, st["rest"]
     # The host's own clients are 22.05: the wrappers on PATH must run the cluster's instead.
     env = run_cli(["env", "--name", name], sim_home, check=True).stdout
     shared = sim_home / name / "shared"
@@ -55,12 +59,13 @@ def test_basic_suite_on_release(release, docker_cluster, sim_home):
     check_container_jobs(name, sim_home)
     # Debian's 26.05.5 is built without PMIx (no mpi_pmix plugin): basic.mpi says so and
     # skips there (a later sid build with the plugin must pass); 24.11 must pass.
-    checks = _verify(name, sim_home, "basic", may_skip={"basic.mpi"} if release == "26.05" else ())
+    checks = _verify(name, sim_home, "basic,rest", may_skip={"basic.mpi"} if release == "26.05" else ())
     mpi = checks["basic.mpi"]
     if mpi["status"] == "SKIP":
         assert "no mpi_pmix plugin" in mpi["message"], mpi
     else:
         assert mpi["message"].startswith("srun --mpi=pmix: ") and "ranks on node1 and node2" in mpi["message"], mpi
+    assert checks["rest.api"]["message"].startswith(f"{newest} of ") and "refused" in checks["rest.api"]["message"]
     assert f"Slurm {release}: srun inherits --cpus-per-task" in checks["basic.cpus-per-task"]["message"]
     assert "SLURM_TRES_PER_TASK=gres/gpu=1" in checks["basic.gpus-per-task"]["message"]
     # The image's cache key is the digest of the build files: building again reuses it (no
