@@ -2,7 +2,7 @@
 
 The inventory decides which hosts are nodes (every [compute] host, named by its inventory
 name). A spec file adds what it says -- name, partitions, slurmConf lines, fake GPUs,
-ports, per-node cpus/memory/gpus, accounting with its QoS and accounts -- and nothing else: whatever it leaves out the roles
+ports, per-node cpus/memory/gpus, accounting with its QoS and accounts, rest -- and nothing else: whatever it leaves out the roles
 take from the inventory's slurm_* variables or the hosts' facts, exactly as a plain
 ansible-playbook run would. A value set in both places must agree.
 """
@@ -65,8 +65,6 @@ def build_extravars(config_path: Optional[str], inventory: Inventory) -> Dict[st
     if not raw:
         return extra
     problems: List[str] = []
-    if raw.get("rest"):
-        problems.append("rest: slurmrestd is not deployed to real hosts yet (remove 'rest' for deploy)")
     entries = _spec_nodes(raw, inventory, problems)
     resolved = {k: v for k, v in raw.items() if k not in LOCAL_ONLY_KEYS}
     resolved["nodes"] = list(entries.values())
@@ -127,6 +125,9 @@ def build_extravars(config_path: Optional[str], inventory: Inventory) -> Dict[st
         extra["slurm_wait_timeout"] = int(spec.wait)
     if spec.accounting:
         extra.update(accounting_vars(spec, name))
+    if raw.get("rest"):
+        # The HS256 key is made on the first run beside the munge key (ansible/roles/slurm_rest).
+        extra.update(slurm_rest=True, slurm_jwt_key_file=str(deploy_dir(name) / "jwt_hs256.key"))
     return extra
 
 

@@ -104,6 +104,15 @@ def test_accounting_passes_the_specs_sacctmgr_commands_and_no_password(tmp_path,
     assert "add user root Account=ml Cluster=lab" in cmds and "add user alice Account=ml Cluster=lab" in cmds
     assert extra["slurm_accounting_tres_commands"] == "modify qos where name=high set MaxTRESPerUser=gres/gpu=2\n"
     assert not [k for k in extra if "pass" in k.lower() and k != "slurm_db_password_file"]
+    assert "slurm_rest" not in extra
+
+
+def test_rest_deploys_slurmrestd_with_a_key_made_on_the_first_run(tmp_path, monkeypatch):
+    monkeypatch.setenv("SIMCLUSTER_HOME", str(tmp_path / "home"))
+    path = write(tmp_path, "apiVersion: simcluster/v1\nkind: Cluster\nrest: true\n", "c.yaml")
+    extra = build_extravars(path, load_inventory(write(tmp_path, GOOD)))
+    assert extra["slurm_rest"] is True and "slurm_accounting" not in extra
+    assert extra["slurm_jwt_key_file"] == str(tmp_path / "home" / ".deploy" / "lab" / "jwt_hs256.key")
 
 
 @pytest.mark.parametrize("spec, message", [
@@ -111,7 +120,6 @@ def test_accounting_passes_the_specs_sacctmgr_commands_and_no_password(tmp_path,
     ("nodes: 3\n", "the spec asks for 3 nodes but the inventory has 2"),
     ("nodes:\n  - {name: gpu2, cpus: 16}\n", "gpu2: cpus is 16 in"),
     ("gpus: 2-5\n", "gpu1: gpus is [2, 3] in"),
-    ("rest: true\n", "rest"),
     ("partitions:\n  - {name: p, nodes: [nope]}\n", "unknown node 'nope'"),
 ])
 def test_spec_problems_are_reported_together(tmp_path, spec, message):
