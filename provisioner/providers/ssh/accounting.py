@@ -1,6 +1,7 @@
-"""Accounting on a deployed cluster (ansible/roles/slurm_accounting): what status reads of
-its MariaDB and slurmdbd on the controller host, where the roles start them as `up` does,
-with their pid files in slurm.conf's run directory."""
+"""Accounting and REST on a deployed cluster (ansible/roles/slurm_accounting, slurm_rest):
+what status reads of its MariaDB, slurmdbd and slurmrestd on the controller host, where the
+roles start them with their pid files in slurm.conf's run directory, and where slurmrestd
+listens (the URL file the role writes beside slurm.conf)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from typing import Dict, List, Optional, Tuple
 from provisioner.cluster.runner import Runner
 
 ACCOUNTING_DAEMONS = ("slurmdbd", "mariadbd")
+REST_URL_FILE = "slurmrestd.url"  # ansible/roles/slurm_rest/tasks/slurmrestd.yml
 
 
 def pids_alive(runner: Runner, pidfiles: List[Tuple[str, str]]) -> Dict[str, bool]:
@@ -31,3 +33,10 @@ def storage_port(runner: Runner, config: Dict[str, str]) -> Optional[int]:
         if key.strip().lower() == "storageport" and value.strip().isdigit():
             return int(value.strip())
     return None
+
+
+def rest_url(runner: Runner, config: Dict[str, str]) -> Optional[str]:
+    """slurmrestd's URL as the role wrote it (http://ADDR:PORT); None where it wrote none."""
+    etc = posixpath.dirname(config.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+    text = (runner.read_text(posixpath.join(etc, REST_URL_FILE)) or "").strip()
+    return text if text.startswith("http") else None

@@ -80,6 +80,11 @@ class DeployedCluster:
         return self.config.get("AccountingStorageType") == "accounting_storage/slurmdbd"
 
     @property
+    def rest(self) -> bool:
+        """Deployed with rest: true (JWT as a second auth type, slurmrestd on the controller)."""
+        return "auth/jwt" in self.config.get("AuthAltTypes", "")
+
+    @property
     def task_prolog(self) -> bool:
         """The roles install the GPU-id TaskProlog where there are no device cgroups."""
         return self.config.get("TaskProlog", "(null)") not in ("", "(null)")
@@ -109,7 +114,8 @@ class DeployedCluster:
             parts.append(PartitionSpec(name=p["PartitionName"], nodes=members, default=p.get("Default") == "YES",
                                        max_time=p.get("MaxTime", "INFINITE") or "INFINITE"))
         return ClusterSpec(name=self.name, backend="ssh", nodes=nodes, partitions=tuple(parts), fake_gpus=fake_gpus,
-                           controller_port=_int(self.config.get("SlurmctldPort")), accounting=self.accounting)
+                           controller_port=_int(self.config.get("SlurmctldPort")), accounting=self.accounting,
+                           rest=self.rest)
 
 
 def read_cluster(client: SlurmClient, where: str) -> DeployedCluster:

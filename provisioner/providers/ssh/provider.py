@@ -24,7 +24,7 @@ from provisioner.cluster.state import ClusterState
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
 from provisioner.providers.base import ExtraLogs, Progress, Provider, ReadOnly
-from provisioner.providers.ssh.accounting import ACCOUNTING_DAEMONS, pids_alive, storage_port
+from provisioner.providers.ssh.accounting import ACCOUNTING_DAEMONS, pids_alive, rest_url, storage_port
 from provisioner.providers.ssh.cluster import (ControllerUnavailable, _int, node_groups, parse_config,
                                                probe_gpus_fake, read_cluster_with)
 from provisioner.providers.ssh.files import RUN_ROOT, SSHJobFiles
@@ -96,6 +96,7 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
             controller_port=_int(config.get("SlurmctldPort")) or 0,
             node_ports={n: _int(info.get("Port")) or _int(config.get("SlurmdPort")) or 0 for n, info in nodes.items()},
             phase="running" if res.ok else "stopped",
+            rest_url=rest_url(self.controller(), config) if cluster.rest else None,
             provider_data={"target": target, "config": config, "task_prolog": cluster.task_prolog,
                            "node_addrs": {n: info.get("NodeAddr", n) for n, info in nodes.items()},
                            "controller_error": "" if res.ok else res.error_line(),
@@ -176,9 +177,10 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
         munge = client.run(["sh", "-c", "munge -n | unmunge >/dev/null"], timeout=20)
         states = client.node_states(timeout=20) if responding else None
         alive = {"slurmctld": responding, "munged": munge.ok}
-        if cluster.spec.accounting:
-            # The roles' MariaDB and slurmdbd write the pid files `up` reads (paths.run).
-            alive.update(pids_alive(self.controller(), [(d, f"{cluster.paths.run}/{d}.pid") for d in ACCOUNTING_DAEMONS]))
+        # The roles' MariaDB, slurmdbd and slurmrestd write pid files where `up`'s do (paths.run).
+        extra = (ACCOUNTING_DAEMONS if cluster.spec.accounting else ()) + (("slurmrestd",) if cluster.spec.rest else ())
+        if extra:
+            alive.update(pids_alive(self.controller(), [(d, f"{cluster.paths.run}/{d}.pid") for d in extra]))
         for node in cluster.node_names:
             ns = (states or {}).get(node)
             alive[f"slurmd:{node}"] = bool(ns) and slurmd_answers(ns.state)
