@@ -19,7 +19,7 @@ from typing import Dict, Iterable, List, Optional, Tuple
 
 from provisioner.cluster import daemons
 from provisioner.cluster.accounting_sql import (ACCOUNT, BOOTSTRAP_OPTIONS, DB_NAME, DB_USER, SERVER_OPTIONS,  # noqa: F401
-                                                 SQL_DIRS, SYSTEM_TABLES_SQL, bootstrap_sql, refused,
+                                                 SQL_DIRS, SYSTEM_TABLES_SQL, SYSTEM_TABLES_SQL_11, bootstrap_sql, refused,
                                                  register_commands)
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.wait import WaitStrategy, daemons_guard
@@ -59,8 +59,8 @@ def init_sql(cluster: Cluster, password: str) -> str:
     help tables and sys schema: a quarter of the CPU time), then the slurm database user for
     the socket and for TCP from 127.0.0.1 (slurmdbd's way)."""
     runner = cluster.runner()
-    for base in SQL_DIRS:
-        parts = [runner.read_text(f"{base}/{name}") for name in SYSTEM_TABLES_SQL]
+    for base, names in ((b, n) for b in SQL_DIRS for n in (SYSTEM_TABLES_SQL, SYSTEM_TABLES_SQL_11)):
+        parts = [runner.read_text(f"{base}/{name}") for name in names]
         if all(p is not None for p in parts):
             break
     else:

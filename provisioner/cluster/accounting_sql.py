@@ -18,6 +18,8 @@ DB_NAME = "slurm_acct_db"
 # Where Debian (and most distributions) keep the SQL that mariadb-install-db feeds the server.
 SQL_DIRS = ("/usr/share/mysql", "/usr/share/mariadb")
 SYSTEM_TABLES_SQL = ("mysql_system_tables.sql", "mysql_performance_tables.sql", "mysql_system_tables_data.sql")
+# MariaDB 11 (Debian trixie and sid: the 24.11 and 26.05 node images) names them mariadb_*.
+SYSTEM_TABLES_SQL_11 = tuple(name.replace("mysql_", "mariadb_", 1) for name in SYSTEM_TABLES_SQL)
 
 # A test cluster's accounting database holds a few thousand rows, and it lives exactly
 # as long as the cluster: small buffers, and no fsync per commit nor doublewrite
