@@ -92,21 +92,26 @@ def test_ansible_renders_the_same_text_as_the_python_renderer(tmp_path):
         assert (out / name).read_text() == text, f"{name} differs between Ansible and Python"
 
 
-def test_role_context_with_accounting_names_the_controller_and_no_password(tmp_path):
+def test_role_context_with_accounting_and_rest_names_the_controller_the_key_and_no_password(tmp_path):
     password = tmp_path / "db.password"
     password.write_text("pw")
     out = run_render_check(tmp_path, INVENTORY.replace("head ", "head slurm_node_addr=10.0.0.10 "),
-                           {"slurm_accounting": True, "slurm_db_password_file": str(password)})
-    acct = json.loads((out / "context.json").read_text())["accounting"]
+                           {"slurm_accounting": True, "slurm_db_password_file": str(password), "slurm_rest": True})
+    ctx = json.loads((out / "context.json").read_text())
+    acct = ctx["accounting"]
+    assert ctx["rest"] == {"jwt_key": "/var/lib/slurm/jwt_hs256.key"}
     assert sorted(acct) == sorted(asdict(AccountingInputs()))
     assert (acct["dbd_addr"], acct["dbd_port"], acct["storage_host"], acct["storage_port"], acct["storage_pass"]) == (
         "10.0.0.10", 6819, "127.0.0.1", 3306, "")
     text = (out / "slurm.conf").read_text()
     assert "AccountingStorageHost=10.0.0.10\nAccountingStoragePort=6819" in text
+    assert "AuthAltParameters=jwt_key=/var/lib/slurm/jwt_hs256.key" in text
+    assert "AuthAltParameters=jwt_key=/var/lib/slurm/jwt_hs256.key" in (out / "slurmdbd.conf").read_text()
 
 
 def test_ansible_renders_slurmdbd_conf_as_python_does_with_the_password_from_its_file(tmp_path):
-    spec = validate({"name": "prod", "accounting": True, "nodes": [{"name": "gpu1"}, {"name": "gpu2"}]},
+    # With REST too: the JWT lines of slurm.conf and slurmdbd.conf come from the rest key.
+    spec = validate({"name": "prod", "accounting": True, "rest": True, "nodes": [{"name": "gpu1"}, {"name": "gpu2"}]},
                     host_cpus=2, host_memory_mb=4096)
     acct = AccountingInputs(dbd_host="head", dbd_addr="10.0.0.10", storage_pass="s3cret-db-pass")
     inputs = RenderInputs(paths=NodePaths.of_layout(ClusterLayout(Path("/var/lib/simcluster/prod"))), hostname="head",
@@ -118,8 +123,9 @@ def test_ansible_renders_slurmdbd_conf_as_python_does_with_the_password_from_its
     # The role's context never holds the password: the render task adds it from the file.
     role_ctx = dict(ctx, accounting=dict(ctx["accounting"], storage_pass=""))
     out = run_render_check(tmp_path, INVENTORY, {"slurm_ctx": role_ctx, "slurm_db_password_file": str(password)})
-    dbd = out / "slurmdbd.conf"
-    assert dbd.read_text() == render_all(spec, inputs)["slurmdbd.conf"]
+    dbd, python = out / "slurmdbd.conf", render_all(spec, inputs)
+    assert dbd.read_text() == python["slurmdbd.conf"] and (out / "slurm.conf").read_text() == python["slurm.conf"]
+    assert "AuthAltTypes=auth/jwt" in dbd.read_text() and "AuthAltTypes=auth/jwt" in python["slurm.conf"]
     assert "StoragePass=s3cret-db-pass" in dbd.read_text() and oct(dbd.stat().st_mode & 0o777) == "0o600"
     log = (tmp_path / "ansible.log").read_text()
     assert "Render slurmdbd.conf" in log and "s3cret-db-pass" not in log
