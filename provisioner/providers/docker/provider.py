@@ -38,6 +38,7 @@ from docker.types import DeviceRequest, Mount
 from provisioner.cluster import fakegpus
 from provisioner.cluster.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
 from provisioner.cluster.placement import CONTROLLER, Placement
+from provisioner.cluster.scale import Scalable
 from provisioner.cluster.state import ClusterState
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
@@ -215,7 +216,7 @@ def _slurm_flag(spec: ClusterSpec) -> str:
     return "" if release == image.DEFAULT_SLURM else f" --slurm {release}"
 
 
-class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orphans, ExtraLogs):
+class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orphans, ExtraLogs, Scalable):
     name = "docker"
     poll_s = 0.5  # each poll is an exec round trip
 
@@ -285,6 +286,68 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
                                                                  _slurm_flag(spec), probe)
         state.placement = self.placement(state).to_dict()
         progress(f" - network and {len(keys)} containers from {tag} ... done ({time.monotonic() - t0:.2f}s)")
+
+    def add_machines(self, state: ClusterState, spec: ClusterSpec, nodes: List[str], progress: Progress) -> None:
+        """A node container for each of ``nodes``, as provision makes them (container_config:
+        labels, mounts, capabilities, GPUs), on the cluster's network: Docker's DNS resolves
+        its name in every container at once, the running ones too. The image is the one the
+        cluster's containers run, by id, even where its tag was rebuilt since `up`."""
+        layout, data = state.layout, state.provider_data
+        if not spec.fake_gpus and any(spec.node(n).gpus for n in nodes) and not engine.has_nvidia_runtime():
+            raise UsageError("real GPUs on the docker backend need the NVIDIA container runtime",
+                             "install nvidia-container-toolkit, or add the nodes without GPUs: --gpus none")
+        old_spec, old_ports = state.spec, dict(state.node_ports)
+        docker = client()
+        image_id = self._container(state, CONTROLLER).attrs.get("Image") or data["image"]
+        facts = engine.host_facts()
+        apparmor = "apparmor" in (facts.get("security") or "").split(",")
+        for name in nodes:
+            state.node_ports[name] = SLURMD_PORT
+        state.spec = spec.to_dict()
+        # Fake GPUs: nvidia-smi, mounted into the new containers, exists before them.
+        fakegpus.install(spec, layout.etc)
+        made: Dict[str, str] = {}
+
+        def create(node: str) -> None:
+            config = container_config(spec, layout, image_id, node, cgroups=uses_cgroups(state), apparmor=apparmor)
+            try:
+                made[node] = docker.containers.run(**config).id
+            except DockerException as exc:
+                raise explain(exc, f"starting container {config['name']}") from None
+        try:
+            with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+                list(pool.map(create, nodes))
+        except BaseException:
+            # Nothing half-joined: the containers made go, the state is as before.
+            self._remove_nodes(state, [n for n in nodes if n in made])
+            state.spec, state.node_ports = old_spec, old_ports
+            raise
+        data.setdefault("containers", {}).update(made)
+        self._drop_foreign_gpus(state, nodes)
+        state.placement = self.placement(state).to_dict()
+
+    def remove_machines(self, state: ClusterState, spec: ClusterSpec, nodes: List[str]) -> None:
+        """Remove the containers of ``nodes`` (drained, their slurmds stopped) and their
+        entries in the state: their names leave Docker's DNS with them."""
+        self._remove_nodes(state, nodes)
+        for name in nodes:
+            state.node_ports.pop(name, None)
+            state.provider_data.get("containers", {}).pop(name, None)
+        state.spec = spec.to_dict()
+        state.placement = self.placement(state).to_dict()
+
+    def _remove_nodes(self, state: ClusterState, nodes: List[str]) -> None:
+        """Force-remove the node containers of ``nodes`` (any that is gone already is skipped)."""
+        def remove(node: str) -> None:
+            try:
+                client().containers.get(container_name(state.name, node)).remove(force=True, v=True)
+            except NotFound:
+                pass
+            except DockerException as exc:
+                raise explain(exc, f"removing the container of {node}") from None
+        if nodes:
+            with ThreadPoolExecutor(max_workers=min(16, len(nodes))) as pool:
+                list(pool.map(remove, nodes))
 
     def placement(self, state: ClusterState) -> Placement:
         """Every path is the containers' own (CONTAINER_PATHS); nothing is read from the host."""
