@@ -21,7 +21,7 @@ pytestmark = pytest.mark.integration
 ALL_CHECKS = {"basic.controller", "basic.nodes", "basic.srun-env", "basic.gpus", "basic.sbatch-output",
               "basic.array", "basic.dependency", "signals.time-limit", "basic.requeue",
               "basic.mpi", "basic.container", "basic.cpus-per-task", "basic.gpus-per-task", "basic.isolation",
-              "basic.limits", "ddp.train", "fsdp.train", "deepspeed.zero3", "megatron.tp2"}
+              "basic.limits", "rest.api", "ddp.train", "fsdp.train", "deepspeed.zero3", "megatron.tp2"}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +34,8 @@ def train_image(tmp_path_factory):
 
 
 def test_verify_all_passes_on_a_docker_cluster(train_image, docker_cluster, sim_home, tmp_path):
-    name = docker_cluster("--nodes", "2", "--fake-gpus", "2", "--image", train_image)
+    # --rest: verify all then runs rest.api too (slurmrestd of 22.05 in the controller container).
+    name = docker_cluster("--nodes", "2", "--fake-gpus", "2", "--image", train_image, "--rest")
     junit = tmp_path / "verify.xml"
     proc = run_cli(["verify", "--name", name, "--suite", "all", "--json", "--junit", str(junit)], sim_home,
                    timeout=900)
