@@ -97,8 +97,8 @@ SOAK_MINUTES ?= 30
 soak: setup  ## random faults for SOAK_MINUTES against a stream of jobs; 0 jobs may be lost
 	$(PY) scripts/soak.py --minutes $(SOAK_MINUTES) --out docs/reliability.md
 
-bench-scale: setup  ## `simcluster scale` +2 and +64 nodes on a running local cluster (+1 on docker), numbers for docs/scale.md
-	$(PY) scripts/bench_scale.py --no-docker
+bench-scale: setup  ## `simcluster scale` +2 and +64 nodes on a running local and docker cluster, numbers for docs/scale.md
+	$(PY) scripts/bench_scale.py
 
 bench-containers: setup setup-containers  ## container steps: image import, first and warm --container-image step per node count, write docs/benchmarks-containers.md
 	$(PY) scripts/bench_containers.py --out docs/benchmarks-containers.md
