@@ -29,7 +29,8 @@ def command(name, retain, recreate, **options):
     Each node is a host of its own: as root a network namespace and cgroups each (--mem
     and GPU devices enforced; a job sees its GPUs numbered from 0, as Slurm numbers them),
     rootless the physical GPU ids and a loopback address each (`up` says what is missing).
-    Node names resolve inside jobs. Running `up` again with the same spec does nothing, or, if
+    Node names resolve inside jobs. Running `up` again with the same spec (or `up --name NAME`
+    alone: the cluster's stored spec, also after `simcluster scale`) does nothing, or, if
     daemons died (a crash, a reboot, `simcluster fault`), restarts them in place: same ports,
     state, munge key and database; queued jobs and accounting are kept. Only --recreate or
     `simcluster down` wipe a cluster.
@@ -38,7 +39,14 @@ def command(name, retain, recreate, **options):
     dropped in one line (every setting with -v); see docs/like.md.
     """
     # lazy: the cluster model, jinja2 and the provider load only when the command runs, not for --help
-    from provisioner.clusters import up
+    from click.core import ParameterSource
+
+    from provisioner.clusters import find_state, up
     from provisioner.providers import provider_named
-    spec = load_spec_from_options(name, options)
+    ctx = click.get_current_context()
+    given = [k for k in options if ctx.get_parameter_source(k) is not ParameterSource.DEFAULT]
+    existing = find_state(name or "default") if name and not given and not recreate else None
+    # `up --name X` alone on an existing cluster repairs it as it is, whatever made its spec
+    # (flags, --config, --like, `simcluster scale`): the spec is the stored one.
+    spec = existing.cluster_spec if existing is not None else load_spec_from_options(name, options)
     click.echo(up(spec, provider_named(spec.backend), retain=retain, recreate=recreate))

@@ -65,6 +65,11 @@ def test_new_nodes_are_nodes_like_the_others(scl):
     scl.cli(["start"], check=True)
     wait_for("4 idle nodes", lambda: set(_sinfo(scl).values()) == {"idle"} and len(_sinfo(scl)) == 4)
     assert scl.run(["srun", "-N4", "true"]).returncode == 0
+    # Repair: a joined node's dead slurmd comes back with `up --name X` (the stored spec).
+    scl.cli(["fault", "kill", "node4"], check=True)
+    repaired = scl.cli(["up"], check=True)
+    assert "different spec" not in repaired.stderr
+    assert json.loads(scl.cli(["status", "--json"], check=True).stdout)["healthy"] is True
 
 
 def test_remove_refuses_running_jobs_unless_force(scl):
