@@ -15,18 +15,24 @@ from ansible.errors import AnsibleFilterError
 _HERE = Path(__file__).resolve()
 
 
-def _load(name: str, *rel: str):
-    """A stdlib-only module of the package, loaded by its path."""
-    path = next((p for p in (_HERE.parents[2].joinpath("provisioner", *rel), _HERE.parents[3].joinpath(*rel))
+def _path(*rel: str) -> Path:
+    """A module of the package by its path below provisioner/, in a checkout or installed."""
+    return next((p for p in (_HERE.parents[2].joinpath("provisioner", *rel), _HERE.parents[3].joinpath(*rel))
                  if p.is_file()), _HERE.parents[2].joinpath("provisioner", *rel))
+
+
+def _load(name: str, path: Path):
+    """A stdlib-only module of the package, loaded by its path."""
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
 
 
-_parse = _load("simcluster_parse", "config", "parse.py")
-_accounting = _load("simcluster_accounting_sql", "cluster", "accounting_sql.py")
+_PARSE = _path("config", "parse.py")
+_ACCOUNTING_SQL = _path("cluster", "accounting_sql.py")
+_parse = _load("simcluster_parse", _PARSE)
+_accounting = _load("simcluster_accounting_sql", _ACCOUNTING_SQL)
 
 
 def gpu_list(value):
