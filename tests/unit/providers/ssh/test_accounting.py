@@ -1,0 +1,51 @@
+"""A deployed cluster with accounting and REST (ansible/roles/slurm_accounting, slurm_rest),
+read over a scripted controller: the spec says both, liveness comes from the roles' pid
+files, the ports from slurm.conf and slurmdbd.conf, slurmrestd's URL from the role's file."""
+
+from __future__ import annotations
+
+from provisioner.cluster.handle import Cluster
+from provisioner.cluster.status import cluster_status
+from provisioner.providers.ssh.accounting import pids_alive
+from provisioner.providers.ssh.provider import SSHProvider
+from tests.unit.providers.ssh.controller import CONFIG, Controller
+
+DBD_CONF = b"DbdHost=ctl\nDbdPort=6819\nStorageHost=127.0.0.1\nStoragePort=3307\nStoragePass=s3cret\n"
+
+
+class AccountingController(Controller):
+    """The roles' controller with MariaDB dead: slurmdbd and slurmrestd answer by their pid files."""
+
+    def __init__(self, **kw):
+        super().__init__(files={"/etc/slurm/slurmdbd.conf": DBD_CONF,
+                                "/etc/slurm/slurmrestd.url": b"http://10.0.0.10:6820\n"}, **kw)
+
+    def _answer(self, argv):
+        if argv[0] == "sh" and "kill -0" in argv[-1]:
+            return "slurmdbd=1 mariadbd=0 slurmrestd=1\n"
+        if tuple(argv) == ("scontrol", "show", "config"):
+            return CONFIG + ("AccountingStorageType   = accounting_storage/slurmdbd\n"
+                             "AccountingStoragePort   = 6819\nAuthAltTypes            = auth/jwt\n")
+        if argv[0] == "sacctmgr":
+            return "dt1|6817\n"
+        return super()._answer(argv)
+
+
+def test_accounting_and_rest_are_read_from_the_controller():
+    ctl = AccountingController()
+    provider = SSHProvider(ctl, "root@ctl")
+    cluster = Cluster(provider.discover(""), provider)
+    assert cluster.spec.accounting and cluster.spec.rest
+    assert cluster.state.rest_url == "http://10.0.0.10:6820"
+    assert (cluster.placement.dbd_port, cluster.placement.storage_port) == (6819, 3307)
+    alive = provider.daemons_alive(cluster)
+    assert (alive["slurmdbd"], alive["mariadbd"], alive["slurmrestd"]) == (True, False, True)
+    pid_script = next(c[-1] for c in ctl.calls if c[0] == "sh" and "kill -0" in c[-1])
+    assert "/run/slurm/mariadbd.pid" in pid_script and "/run/slurm/slurmrestd.pid" in pid_script
+    st = cluster_status(cluster)
+    assert st.accounting["enabled"] and not st.accounting["healthy"] and not st.healthy
+    assert st.accounting["mariadb"] == {"alive": False, "port": 3307}
+
+
+def test_pids_alive_is_false_for_what_the_controller_does_not_answer():
+    assert pids_alive(Controller(slurmctld_up=False), [("slurmdbd", "/run/slurm/slurmdbd.pid")]) == {"slurmdbd": False}
