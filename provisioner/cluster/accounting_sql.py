@@ -74,5 +74,6 @@ def refused(output: str) -> str:
 def constants() -> Dict[str, List[str]]:
     """The names and options above, for the Ansible roles (the simcluster_accounting filter)."""
     return {"account": ACCOUNT, "db_user": DB_USER, "db_name": DB_NAME, "sql_dirs": list(SQL_DIRS),
-            "system_tables_sql": list(SYSTEM_TABLES_SQL), "server_options": list(SERVER_OPTIONS),
+            "system_tables_sql": list(SYSTEM_TABLES_SQL), "system_tables_sql_11": list(SYSTEM_TABLES_SQL_11),
+            "server_options": list(SERVER_OPTIONS),
             "bootstrap_options": list(BOOTSTRAP_OPTIONS)}
