@@ -22,7 +22,8 @@ from provisioner.cluster.capabilities import ExtraLogs, ReadOnly, daemons_alive
 from provisioner.cluster.handle import Cluster, log_name
 from provisioner.render import SECRET_FILES, redact_secrets
 
-SKIP_CONFIGS = ("munge.key",)
+# Secrets never leave the machine: munge's key and the JWT key of --rest clusters.
+SKIP_CONFIGS = ("munge.key", "jwt_hs256.key")
 
 
 def copy_files(src_dir: Path, dest: Path, skip: Sequence[str] = SKIP_CONFIGS) -> List[Path]:

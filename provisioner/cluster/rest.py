@@ -13,6 +13,7 @@ over the cluster's bridge; docker: the controller container's address), or loopb
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import re
@@ -175,6 +176,13 @@ def token(cluster: Cluster, user: Optional[str] = None, lifespan: Optional[int] 
                        "is the cluster up with --rest? (simcluster status)")
 
 
+def token_user(tok: str) -> str:
+    """The user a JWT was made for (its "sun" claim), read without checking the signature:
+    the X-SLURM-USER-NAME that goes with it (newer releases refuse another name)."""
+    payload = tok.split(".")[1]
+    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["sun"]
+
+
 class RestError(Exception):
     """An HTTP error answer: its status and body."""
 
@@ -225,7 +233,8 @@ def health(cluster: Cluster, alive: Dict[str, bool]) -> Dict:
     error = ""
     if ok and url:
         try:
-            found = versions(url, cluster.placement.daemon_user, token(cluster, lifespan=60))
+            tok = token(cluster, lifespan=60)
+            found = versions(url, token_user(tok), tok)
         except (OSError, ValueError, RestError, StartupError) as exc:
             error = str(exc)[:300]
     return {"enabled": True, "healthy": ok and bool(found), "alive": ok, "url": url, "versions": found,

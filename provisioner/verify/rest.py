@@ -9,7 +9,6 @@ in it). With accounting, the job is read back from slurmdbd's endpoint too.
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any, Dict, Optional, Tuple
 
@@ -20,12 +19,6 @@ from provisioner.verify.outcome import CheckFailed, Outcome
 
 JOB_NAME = "simcluster-rest-check"
 ENDED = ("FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED")
-
-
-def token_user(tok: str) -> str:
-    """The user a JWT was made for (its "sun" claim), read without checking the signature."""
-    payload = tok.split(".")[1]
-    return json.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))["sun"]
 
 
 def _schema(doc: Dict, ref: Dict) -> Dict:
@@ -92,7 +85,7 @@ def check_rest(ctx: VerifyContext) -> Outcome:
     tok = next((line.split("=", 1)[1] for line in res.stdout.splitlines() if line.startswith("SLURM_JWT=")), "")
     if not tok:
         raise CheckFailed(f"scontrol token failed: {(res.stderr or res.stdout).strip()[-300:]}")
-    user = token_user(tok)
+    user = rest.token_user(tok)
     try:
         found = rest.versions(url, user, tok)
         version = rest.newest(found)

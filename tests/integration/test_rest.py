@@ -94,6 +94,16 @@ def test_nothing_listens_on_host_addresses(cluster):
     assert f":{url.port} " not in listening, listening
 
 
+def test_the_jwt_key_stays_out_of_the_log_bundle(cluster, tmp_path):
+    """export-logs copies the cluster's configs, but never a secret: the JWT key (which signs
+    any user's token) stays out, as munge's key does; slurmrestd's log is in."""
+    assert (cluster.root / "etc" / "jwt_hs256.key").is_file()
+    cluster.cli(["export-logs", str(tmp_path / "bundle")], check=True)
+    names = [p.name for p in (tmp_path / "bundle").rglob("*") if p.is_file()]
+    assert "jwt_hs256.key" not in names and "munge.key" not in names, names
+    assert any(n.startswith("slurmrestd") for n in names), names
+
+
 def test_down_stops_slurmrestd(cluster):
     pid = json.loads((cluster.root / "state.json").read_text())["pids"]["slurmrestd"]
     assert os.path.exists(f"/proc/{pid}")

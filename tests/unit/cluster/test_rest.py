@@ -16,7 +16,8 @@ from provisioner.config.validate import validate
 from provisioner.errors import ConfigError
 from provisioner.paths import ClusterLayout
 from provisioner.render import AccountingInputs, RenderInputs, render_all
-from provisioner.verify.rest import job_request, refused, token_user
+from provisioner.cluster.rest import token_user
+from provisioner.verify.rest import job_request, refused
 
 
 def _render(tmp_path, rest_on, accounting=True):
