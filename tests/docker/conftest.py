@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import shutil
 import subprocess
 import uuid
+from typing import Iterator
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import TEST_HOME_ROOT, run_cli
 
 LABEL = "io.simcluster.cluster"
 
@@ -55,3 +58,48 @@ def docker_cluster(sim_home):
         run_cli(["down", "--name", name], sim_home)
         assert docker_ids(f"label={LABEL}={name}") == [], f"containers of {name} left behind"
         assert networks(name) == [], f"network of {name} left behind"
+
+
+class DockerCluster:
+    """A docker cluster of a test module: its simcluster commands and its Slurm clients."""
+
+    def __init__(self, home, name):
+        self.home, self.name = home, name
+
+    def cli(self, *args, check=True, timeout=300):
+        return run_cli([*args, "--name", self.name], self.home, check=check, timeout=timeout)
+
+    def slurm(self, *argv, check=True):
+        return run_cli(["exec", "--name", self.name, "--", *argv], self.home, check=check)
+
+    def status(self) -> dict:
+        return json.loads(self.cli("status", "--json", check=False).stdout)
+
+    def job(self, job: str, key: str) -> str:
+        out = self.slurm("scontrol", "show", "job", "-o", job, check=False).stdout
+        return next((f.split("=", 1)[1] for f in out.split() if f.startswith(key + "=")), "")
+
+    def sinfo(self) -> dict:
+        out = self.slurm("sinfo", "-h", "-N", "-o", "%N %t").stdout
+        return dict(line.split() for line in out.splitlines())
+
+    def containers(self) -> list:
+        return sorted(docker_ids(f"label={LABEL}={self.name}", "label=io.simcluster.node"))
+
+
+@contextlib.contextmanager
+def docker_module_cluster(*up_args: str) -> Iterator[DockerCluster]:
+    """A docker cluster for a test module, in a home of its own: down whatever happens, and
+    no container or network of it left afterwards."""
+    TEST_HOME_ROOT.mkdir(parents=True, exist_ok=True)
+    home = TEST_HOME_ROOT / uuid.uuid4().hex[:8]
+    home.mkdir()
+    name = f"d{uuid.uuid4().hex[:6]}"
+    try:
+        run_cli(["up", "--name", name, *up_args], home, check=True, timeout=900)
+        yield DockerCluster(home, name)
+    finally:
+        run_cli(["down", "--name", name], home)
+        shutil.rmtree(home, ignore_errors=True)
+    assert docker_ids(f"label={LABEL}={name}") == [], "containers left behind"
+    assert networks(name) == [], "network left behind"

@@ -6,48 +6,21 @@ One cluster for the module (2 nodes, --fast-failure, --accounting).
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import time
-import uuid
 
 import pytest
 
-from tests.conftest import wait_for, TEST_HOME_ROOT, run_cli
-from tests.docker.conftest import LABEL, docker_ids
+from tests.conftest import run_cli, wait_for
+from tests.docker.conftest import docker_module_cluster
 
 UP_ARGS = ["--backend", "docker", "--nodes", "2", "--fast-failure", "--accounting"]
 
 
-class DC:
-    def __init__(self, home, name):
-        self.home, self.name = home, name
-
-    def cli(self, *args, check=True, timeout=300):
-        return run_cli([*args, "--name", self.name], self.home, check=check, timeout=timeout)
-
-    def slurm(self, *argv, check=True):
-        return run_cli(["exec", "--name", self.name, "--", *argv], self.home, check=check)
-
-    def status(self) -> dict:
-        return json.loads(self.cli("status", "--json", check=False).stdout)
-
-    def job(self, job: str, key: str) -> str:
-        out = self.slurm("scontrol", "show", "job", "-o", job, check=False).stdout
-        return next((f.split("=", 1)[1] for f in out.split() if f.startswith(key + "=")), "")
-
-
 @pytest.fixture(scope="module")
 def dc(docker_engine):
-    TEST_HOME_ROOT.mkdir(parents=True, exist_ok=True)
-    home = TEST_HOME_ROOT / uuid.uuid4().hex[:8]
-    home.mkdir()
-    name = f"d{uuid.uuid4().hex[:6]}"
-    run_cli(["up", "--name", name, *UP_ARGS], home, check=True, timeout=900)
-    yield DC(home, name)
-    run_cli(["down", "--name", name], home)
-    assert docker_ids(f"label={LABEL}={name}") == []
-    shutil.rmtree(home, ignore_errors=True)
+    with docker_module_cluster(*UP_ARGS) as c:
+        yield c
 
 
 def container_status(name: str) -> str:

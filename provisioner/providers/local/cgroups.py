@@ -144,11 +144,7 @@ def remove(tag: str) -> List[str]:
         top = ROOT / c / BASE / tag
         if not top.is_dir():
             continue
-        for dirpath, dirnames, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
-            try:
-                os.rmdir(dirpath)
-            except OSError:
-                left.append(dirpath)
+        left += _remove_tree(top)
         try:
             os.rmdir(ROOT / c / BASE)  # the last cluster's down leaves nothing of simcluster
         except OSError:
@@ -163,13 +159,20 @@ def remove_nodes(tag: str, nodes: List[str]) -> List[str]:
     for c in CONTROLLERS:
         for n in nodes:
             top = node_dir(c, tag, n)
-            if not top.is_dir():
-                continue
-            for dirpath, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
-                try:
-                    os.rmdir(dirpath)
-                except OSError:
-                    left.append(dirpath)
+            if top.is_dir():
+                left += _remove_tree(top)
+    return left
+
+
+def _remove_tree(top: Path) -> List[str]:
+    """rmdir every cgroup under ``top`` and ``top`` itself, deepest first (a cgroup goes only
+    once empty of children and processes); the paths that could not be removed."""
+    left: List[str] = []
+    for dirpath, _, _ in sorted(os.walk(top), key=lambda w: -w[0].count("/")):
+        try:
+            os.rmdir(dirpath)
+        except OSError:
+            left.append(dirpath)
     return left
 
 
