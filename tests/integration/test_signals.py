@@ -147,6 +147,9 @@ def test_fault_time_limit_errors(sc, jobdir):
 def test_fault_preempt_grace_signals_the_steps_then_requeues_and_the_job_resumes(sc, jobdir):
     job = submit(sc, jobdir, RESUMABLE_JOB.format(step="srun --overlap sleep 300 &"), "-p", "grace", "-w", "node3")
     started(jobdir, job)
+    # The step starts in the background: under load it may not run yet when STARTED shows.
+    wait_for(f"step {job}.0 to run",
+             lambda: f"{job}.0" in sc.run(["squeue", "-h", "-s", "-j", job, "-o", "%i"], check=False).stdout)
     t0 = time.monotonic()
     proc = run_cli(["fault", "preempt", job, "--name", sc.name], sc.home)
     took = time.monotonic() - t0
