@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import os
-import shlex
 import statistics
 import subprocess
 import sys
@@ -28,26 +27,11 @@ import time
 from pathlib import Path
 from typing import Dict, List
 
-REPO = Path(__file__).resolve().parents[1]
-SIMCLUSTER = str(REPO / ".venv" / "bin" / "simcluster")
+from benchlib import Simcluster
+
 HOME = "/tmp/sc-bench-containers"
-ENV = dict(os.environ, SIMCLUSTER_HOME=HOME)
-
-
-def cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    p = subprocess.run([SIMCLUSTER, *args], capture_output=True, text=True, timeout=timeout, env=ENV)
-    if p.returncode != 0:
-        raise RuntimeError(f"simcluster {' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    return p
-
-
-def slurm_env(name: str) -> Dict[str, str]:
-    env = dict(ENV)
-    for line in cli("env", "--name", name).stdout.splitlines():
-        if line.startswith("export "):
-            k, _, v = line[7:].partition("=")
-            env[k] = shlex.split(v)[0] if v else ""
-    return env
+SC = Simcluster(HOME)
+cli, slurm_env = SC.cli, SC.slurm_env
 
 
 def timed(argv: List[str], env: Dict[str, str]) -> float:

@@ -18,7 +18,6 @@ import argparse
 import datetime
 import json
 import os
-import shlex
 import signal
 import statistics
 import subprocess
@@ -27,17 +26,11 @@ import time
 from pathlib import Path
 from typing import Dict, List, Optional
 
-REPO = Path(__file__).resolve().parents[1]
-SIMCLUSTER = str(REPO / ".venv" / "bin" / "simcluster")
+from benchlib import Simcluster
+
 HOME = "/tmp/sc-bench-faults"
-ENV = dict(os.environ, SIMCLUSTER_HOME=HOME)
-
-
-def cli(*args: str, timeout: float = 900, check: bool = True) -> subprocess.CompletedProcess:
-    p = subprocess.run([SIMCLUSTER, *args], capture_output=True, text=True, timeout=timeout, env=ENV)
-    if check and p.returncode != 0:
-        raise RuntimeError(f"simcluster {' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    return p
+SC = Simcluster(HOME)
+cli, slurm_env = SC.cli, SC.slurm_env
 
 
 def timed(*args: str, timeout: float = 900) -> float:
@@ -48,15 +41,6 @@ def timed(*args: str, timeout: float = 900) -> float:
 
 def state(name: str) -> Dict:
     return json.loads((Path(HOME) / name / "state.json").read_text())
-
-
-def slurm_env(name: str) -> Dict[str, str]:
-    env = dict(ENV)
-    for line in cli("env", "--name", name).stdout.splitlines():
-        if line.startswith("export "):
-            k, _, v = line[7:].partition("=")
-            env[k] = shlex.split(v)[0] if v else ""
-    return env
 
 
 def kill(pids: List[int]) -> None:

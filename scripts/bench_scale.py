@@ -14,25 +14,17 @@ Usage: python scripts/bench_scale.py [--repeat 3] [--no-docker] [--only local|do
 from __future__ import annotations
 
 import argparse
-import os
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 from typing import List
 
-REPO = Path(__file__).resolve().parents[1]
-SIMCLUSTER = str(REPO / ".venv" / "bin" / "simcluster")
+from benchlib import Simcluster
+
 HOME = "/tmp/sc-bench-scale"
-ENV = dict(os.environ, SIMCLUSTER_HOME=HOME)
-
-
-def cli(*args: str, timeout: float = 900) -> subprocess.CompletedProcess:
-    p = subprocess.run([SIMCLUSTER, *args], capture_output=True, text=True, timeout=timeout, env=ENV)
-    if p.returncode != 0:
-        raise RuntimeError(f"simcluster {' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
-    return p
+SC = Simcluster(HOME)
+cli = SC.cli
 
 
 def one(backend: str, add: int) -> float:
