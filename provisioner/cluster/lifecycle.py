@@ -115,6 +115,19 @@ def repair_in_place(cluster: Cluster, progress: Callable[[str], None], timeout: 
 STOP_ORDER = ("slurmrestd", "slurmd:", "slurmctld", "slurmdbd", "mariadbd", "munged")
 
 
+def terminate(c: Cluster, keys: List[str], grace: float = 15.0) -> None:
+    """Stop the daemons ``keys`` of ``c``: SIGTERM (slurmctld and slurmd write their state),
+    then SIGKILL what is still alive after ``grace`` s."""
+    if not keys:
+        return
+    c.signal_daemons(keys, signal.SIGTERM)
+    try:
+        poll_until(lambda: (not any(c.daemons_alive(keys).values()), None), grace, first_delay=0.02,
+                   max_delay=0.1)
+    except WaitTimeout:
+        c.signal_daemons(keys, signal.SIGKILL)
+
+
 def stop(c: Cluster, grace: float = 15.0) -> str:
     """Stop every daemon of ``c`` gracefully (SIGTERM, SIGKILL after ``grace`` s) and keep
     all of its state; paused nodes are resumed first (a stopped process takes no SIGTERM)."""
@@ -122,16 +135,7 @@ def stop(c: Cluster, grace: float = 15.0) -> str:
     for node in paused_nodes(c):
         unpause(c, node)
     for prefix in STOP_ORDER:
-        keys = [k for k in c.state.pids if k.startswith(prefix)]
-        if not keys:
-            continue
-        c.signal_daemons(keys, signal.SIGTERM)
-        try:
-            poll_until(lambda: (not any(c.daemons_alive(keys).values()), None), grace, first_delay=0.05,
-                       max_delay=0.05)
-        except WaitTimeout:
-            pass  # killed below
-        c.signal_daemons(keys, signal.SIGKILL)  # stragglers
+        terminate(c, [k for k in c.state.pids if k.startswith(prefix)], grace)
     if isinstance(c.provider, Stoppable):
         c.provider.stop_machines(c.state)
     c.state.phase = "stopped"

@@ -23,7 +23,6 @@ so it is unit-tested without a cluster. The caller holds the cluster's lock.
 from __future__ import annotations
 
 import re
-import signal
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
@@ -31,7 +30,7 @@ from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
 from provisioner.cluster import fakegpus, steps
 from provisioner.cluster.handle import Cluster
-from provisioner.cluster.lifecycle import is_running
+from provisioner.cluster.lifecycle import is_running, terminate
 from provisioner.cluster.poll import WaitTimeout, poll_until
 from provisioner.cluster.state import ClusterState
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
@@ -229,12 +228,7 @@ def write_node_configs(c: Cluster) -> None:
 def restart_slurmctld(c: Cluster, up: steps.UpRun, grace: float = 30.0) -> None:
     """Restart slurmctld on the new slurmctld.conf, keeping every job: SIGTERM (it writes its
     state), then a start without -c (it recovers that state), as `start` and repair do."""
-    c.signal_daemons(["slurmctld"], signal.SIGTERM)
-    try:
-        poll_until(lambda: (not c.daemons_alive(["slurmctld"])["slurmctld"], None), grace, first_delay=0.02,
-                   max_delay=0.1)
-    except WaitTimeout:
-        c.signal_daemons(["slurmctld"], signal.SIGKILL)
+    terminate(c, ["slurmctld"], grace)
     steps.start_slurmctld(up)
     poll_until(lambda: (c.client.ping(), None), 30.0, first_delay=0.05, max_delay=0.2)
 
@@ -372,7 +366,7 @@ def remove(c: Cluster, names: List[str], progress: Progress, timeout: float, for
     _step(c, progress, f"waiting for the jobs on {_short(names)} to end", lambda: _wait_empty(c, names, progress,
                                                                                         timeout if not drain else None))
     keys = [k for k in c.state.pids if c.state.runner_key(k) in names]
-    _step(c, progress, f"stopping {len(names)} slurmd", lambda: _stop(c, keys))
+    _step(c, progress, f"stopping {len(names)} slurmd", lambda: terminate(c, keys))
     c.state.faults = [f for f in c.state.faults if f.get("node") not in names]
     for k in keys:
         c.state.pids.pop(k, None)
@@ -401,17 +395,6 @@ def _wait_empty(c: Cluster, names: Sequence[str], progress: Progress, timeout: O
             progress(f"   waiting for job(s) {', '.join(j.id + ' (' + j.state.lower() + ')' for j in jobs[:8])}")
         return not jobs, jobs
     poll_until(check, timeout if timeout is not None else float("inf"), first_delay=0.1, max_delay=1.0)
-
-
-def _stop(c: Cluster, keys: List[str], grace: float = 15.0) -> None:
-    """SIGTERM the daemons ``keys`` (slurmd, munged of the leaving machines), SIGKILL after ``grace``."""
-    if not keys:
-        return
-    c.signal_daemons(keys, signal.SIGTERM)
-    try:
-        poll_until(lambda: (not any(c.daemons_alive(keys).values()), None), grace, first_delay=0.02, max_delay=0.1)
-    except WaitTimeout:
-        c.signal_daemons(keys, signal.SIGKILL)
 
 
 def _short(names: Sequence[str]) -> str:
