@@ -25,6 +25,7 @@ from typing import Any, Dict, List, Optional
 import jinja2
 
 from provisioner.cluster.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
+from provisioner.config import nodelines
 from provisioner.config.types import ClusterSpec
 from provisioner.paths import templates_dir
 
@@ -156,13 +157,17 @@ def default_ports(spec: ClusterSpec) -> Dict[str, int]:
 
 
 def _environment() -> jinja2.Environment:
-    return jinja2.Environment(
+    env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(templates_dir())),
         undefined=jinja2.StrictUndefined,
         trim_blocks=True,
         lstrip_blocks=True,
         keep_trailing_newline=True,
     )
+    # The same filters the Ansible roles get from ansible/filter_plugins/simcluster.py.
+    env.filters["simcluster_node_lines"] = nodelines.node_lines
+    env.filters["simcluster_host_list"] = nodelines.host_list
+    return env
 
 
 def shape_is_real(spec: ClusterSpec, host_cpus: Optional[int]) -> bool:

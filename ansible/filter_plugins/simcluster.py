@@ -1,7 +1,7 @@
 """Jinja2 filters for the simcluster roles: GPU lists and memory sizes, parsed exactly as
-cluster specs are, and the accounting database's bootstrap SQL and registration commands,
-exactly as `up` makes them (provisioner/config/parse.py and provisioner/cluster/accounting_sql.py
-are loaded by path, so plain ansible-playbook runs need no simcluster installation)."""
+cluster specs are, node lines grouped as the Python renderer groups them, and the accounting database's bootstrap SQL and registration commands,
+exactly as `up` makes them (provisioner/config/parse.py, provisioner/config/nodelines.py and
+provisioner/cluster/accounting_sql.py are loaded by path, so plain ansible-playbook runs need no simcluster installation)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,9 @@ def _load(name: str, path: Path):
 
 _PARSE = _path("config", "parse.py")
 _ACCOUNTING_SQL = _path("cluster", "accounting_sql.py")
+_NODELINES = _path("config", "nodelines.py")
 _parse = _load("simcluster_parse", _PARSE)
+_nodelines = _load("simcluster_nodelines", _NODELINES)
 _accounting = _load("simcluster_accounting_sql", _ACCOUNTING_SQL)
 
 
@@ -77,4 +79,6 @@ class FilterModule:
     def filters(self):
         return {"simcluster_gpu_list": gpu_list, "simcluster_memory_mb": memory_mb,
                 "simcluster_accounting": accounting, "simcluster_db_bootstrap_sql": db_bootstrap_sql,
-                "simcluster_register_commands": register_commands, "simcluster_sacctmgr_refused": sacctmgr_refused}
+                "simcluster_register_commands": register_commands, "simcluster_sacctmgr_refused": sacctmgr_refused,
+                # slurm.conf's and gres.conf's node lines, grouped as `up` groups them.
+                "simcluster_node_lines": _nodelines.node_lines, "simcluster_host_list": _nodelines.host_list}

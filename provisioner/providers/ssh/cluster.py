@@ -15,11 +15,12 @@ from typing import Dict, List, Optional, Tuple
 from provisioner.cluster.partitions import covering_partitions
 from provisioner.cluster.slurm import SlurmClient, parse_oneliner, parse_show_config
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
+from provisioner.like import hostlist
 from provisioner.errors import SimclusterError
 
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
 # gres.conf lines as configs/templates/gres.conf.j2 writes them.
-_GRES_LINE = re.compile(r"^\s*NodeName=(\S+)\s+Name=gpu\s+File=(\S*?nvidia(\d+))\s*$")
+_GRES_LINE = re.compile(r"^\s*NodeName=(\S+)\s+Name=gpu(?:\s+Type=\S+)?\s+File=(\S*?nvidia(\d+))\s*$")
 
 
 class ControllerUnavailable(SimclusterError):
@@ -35,13 +36,16 @@ class GresGpus:
 
 
 def parse_gres_conf(text: str) -> GresGpus:
-    """{node: [gpu ids]} and {node: [device files]} from 'NodeName=n Name=gpu File=/dev/nvidiaN' lines."""
+    """{node: [gpu ids]} and {node: [device files]} from 'NodeName=n Name=gpu File=/dev/nvidiaN' lines
+    (NodeName= a name or a host list)."""
     gpus = GresGpus()
     for line in text.splitlines():
         m = _GRES_LINE.match(line)
         if m:
-            gpus.ids.setdefault(m.group(1), []).append(int(m.group(3)))
-            gpus.files.setdefault(m.group(1), []).append(m.group(2))
+            # One line may name several nodes alike (node[1-4]: provisioner/config/nodelines.py).
+            for node in hostlist.expand(m.group(1)):
+                gpus.ids.setdefault(node, []).append(int(m.group(3)))
+                gpus.files.setdefault(node, []).append(m.group(2))
     return gpus
 
 

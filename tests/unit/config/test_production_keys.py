@@ -52,7 +52,7 @@ def test_partition_options_render_in_slurm_spelling_and_state_replaces_up():
                                                    "DefaultTime": "1:00:00", "ExclusiveUser": True}},
         {"name": "down", "nodes": ["node1"], "options": {"State": "DOWN"}}]})
     conf = render_all(spec, fixed_inputs(spec))["slurm.conf"]
-    assert ("PartitionName=gpu Nodes=node1,node2 Default=YES MaxTime=INFINITE State=UP PriorityTier=10 "
+    assert ("PartitionName=gpu Nodes=node[1-2] Default=YES MaxTime=INFINITE State=UP PriorityTier=10 "
             "PreemptMode=requeue DefaultTime=1:00:00 ExclusiveUser=YES\n") in conf
     assert "PartitionName=down Nodes=node1 Default=NO MaxTime=INFINITE State=DOWN\n" in conf
 

@@ -18,8 +18,8 @@ def test_render_like_writes_the_configs_the_spec_and_the_report(tmp_path):
     first = proc.stdout.splitlines()[0]
     assert first.startswith(f"like {H100}: kept ") and "SlurmctldHost (one machine runs every daemon here)" in first
     conf = (out / "slurm.conf").read_text()
-    assert "NodeName=gpu001 " in conf and "Gres=gpu:h100:8 Features=ib,nvme,sapphirerapids" in conf
-    assert "PartitionName=debug Nodes=gpu001,gpu002,gpu003,cpu001,cpu002 Default=NO MaxTime=00:30:00" in conf
+    assert "NodeName=gpu[001-003] " in conf and "Gres=gpu:h100:8 Features=ib,nvme,sapphirerapids" in conf
+    assert "PartitionName=debug Nodes=gpu[001-003],cpu[001-002] Default=NO MaxTime=00:30:00" in conf
     assert "SelectTypeParameters=CR_Core_Memory" in conf and "EnforcePartLimits=ALL" in conf
     report = (out / "like-report.txt").read_text()
     assert "tests/data/like/h100-site/partitions.conf:2: PartitionName=gpu" in report
