@@ -92,7 +92,33 @@ def check_nodes(ctx: VerifyContext) -> Outcome:
             bad.append(f"{name} is {st.state if st else 'missing'}{' (' + st.reason + ')' if st and st.reason else ''}")
     if bad:
         raise CheckFailed("; ".join(bad), hint=ctx.target.log_hint("slurmd"))
-    return Outcome(f"{len(ctx.node_names)} nodes ready: {' '.join(seen)}")
+    return Outcome(f"{len(ctx.node_names)} nodes ready: {' '.join(seen)}; {_interactive_step(ctx)}")
+
+
+def _interactive_step(ctx: VerifyContext) -> str:
+    """`srun true` on one node, before any batch job: an interactive allocation, placed by the
+    allocate RPC itself (no scheduling pass needed).
+
+    It also starts the controller's scheduling: a fresh slurmctld reads SchedulerParameters
+    (batch_sched_delay=0) in its first scheduling pass only, and until then waits its
+    compiled-in batch_sched_delay of 3 s before that pass; this step's end (its node's
+    epilog-complete message) runs the pass at once, so the batch jobs after it start within
+    the second instead of 3 s after slurmctld started (docs/benchmarks-verify.md). On a
+    busy cluster (--immediate: no free CPU now) it is left out and says so."""
+    args = one_node(ctx.spec)
+    node = args[0].split("=", 1)[1]
+    t0 = time.monotonic()
+    proc = ctx.client.run(["srun", "--immediate=5", "-N1", "-n1", f"--mem={MEM}", "--time=1",
+                           f"--job-name={ctx.job_prefix}-basic.nodes", f"--chdir={ctx.cluster_path(ctx.run_dir)}",
+                           *args, "true"], timeout=30)
+    took = time.monotonic() - t0
+    err = " ".join((proc.stderr or "").split())[:300]
+    if proc.returncode == 0:
+        return f"an interactive srun ran a step on {node} ({took:.1f} s)"
+    if "Unable to allocate resources" in err or "Immediate execution impossible" in err:
+        return f"no interactive srun: {node} has no free CPU now ({err})"
+    raise CheckFailed(f"sinfo shows the nodes ready, but `srun -N1 true` on {node} exited {proc.returncode}: "
+                      f"{err or 'no output'}", hint=ctx.target.log_hint("slurmd"))
 
 
 def check_srun_env(ctx: VerifyContext) -> Outcome:
@@ -360,19 +386,25 @@ def follow_requeued(ctx: VerifyContext, job: Submitted, limit: float) -> Tuple[s
         state, restarts = info.get("JobState", "?"), int(info.get("Restarts", "0") or 0)
         if state in final:
             return True, state
+        if restarts >= 1 and requeued_at is None:
+            # Restarts counts up when slurmctld requeues the job and sends the kill: the
+            # kill is at most this old (plus the few ms its message takes to the node).
+            requeued_at = time.time()
         if not released and state == "PENDING" and restarts >= 1 and ctx.files.exists(ckpt):
-            requeued_at = requeued_at or time.time()
             # Slurm holds a requeued job back for the credential lifetime (AuthInfo
             # cred_expire, 120 s by default) before it may start again: release it, but
             # not within the second of the requeue. slurmd refuses a job whose credential
             # is not newer, in whole seconds, than the kill ("Job N already killed, do
-            # not launch batch job"), and the job then ends FAILED.
-            if time.time() >= int(requeued_at) + 1.1:
+            # not launch batch job"), and the job then ends FAILED. 0.25 s covers the
+            # kill message's way to the node; released at the next whole second after.
+            if time.time() >= int(requeued_at + 0.25) + 1.05:
                 ctx.client.run(["scontrol", "update", f"JobId={job.job_id}", "StartTime=now"], timeout=10)
                 released = True
         return False, state
     try:
-        poll_until(ended, limit, first_delay=0.25, max_delay=0.25)
+        # Polled often: the requeue is seen within 0.1 s, so the release comes at the first
+        # second it may (one scontrol call per poll, for the 1-2 s the check takes).
+        poll_until(ended, limit, first_delay=0.1, max_delay=0.1)
     except WaitTimeout:
         pass
     if state not in final:  # timed out, or verify was interrupted

@@ -41,7 +41,7 @@ def _libraries(binary: str) -> List[str]:
 
 def make_probe_image(dest: Path, token: str) -> Path:
     """A squashfs image at ``dest``: PROGRAMS with their libraries, /etc/simcluster-verify
-    holding ``token``. A few MB, made in about a second."""
+    holding ``token``. A few MB, uncompressed, made in about 0.1 s."""
     with tempfile.TemporaryDirectory(prefix="simcluster-probe-") as tmp:
         root = Path(tmp) / "root"
         for d in ("usr/bin", "etc", "tmp", "proc", "dev", "sys", "mnt"):
@@ -67,8 +67,11 @@ def make_probe_image(dest: Path, token: str) -> Path:
         (root / "etc/passwd").write_text("root:x:0:0:root:/root:/bin/bash\n")
         (root / "etc/group").write_text("root:x:0:\n")
         (root / "tmp").chmod(0o1777)
+        # Uncompressed (-noI -noD -noF -noX): a 3 MB image for one job; compressing it is
+        # 0.3-0.5 s of CPU on the check's critical path and saves nothing that matters.
         proc = subprocess.run(["mksquashfs", str(root), str(dest), "-noappend", "-quiet", "-no-progress",
-                               "-all-root"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                               "-all-root", "-noI", "-noD", "-noF", "-noX"],
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         if proc.returncode != 0:
             raise CheckFailed(f"mksquashfs failed: {proc.stdout.strip()[-300:]}")
     return dest
