@@ -22,10 +22,25 @@ from typing import Dict, List, Optional, Tuple
 from docker.errors import DockerException
 from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
 
-from provisioner.cluster.runner import (DEFAULT_TIMEOUT, NOT_FOUND, PIDS_ALIVE_SCRIPT, TIMED_OUT, Result, Runner,
-                                        parse_pids_alive)
-from provisioner.providers.docker.engine import client
+from provisioner.cluster.runner import DEFAULT_TIMEOUT, NOT_FOUND, TIMED_OUT, Result, Runner, parse_pids_alive
+from provisioner.errors import SimclusterError
+from provisioner.providers.docker.engine import client, is_running
 
+
+# runner.PIDS_ALIVE_SCRIPT, except that a live process whose environment reads empty counts
+# as ours: /proc/<pid>/environ reads empty while the process is inside execve (between the
+# kernel's switch to the new image and its setting up the new stack), and a daemon that
+# start_daemon has just forked is there twice (setsid, then the daemon), for milliseconds,
+# or longer when the binary's pages come from disk (a fresh image). The marker was read as
+# missing there and `up` reported a live slurmctld as "exited during startup" (a flaky CI
+# run). Inside a container nothing else has an empty environment (no kernel threads show in
+# its PID namespace; every process the engine, docker exec or a daemon starts has one).
+PIDS_ALIVE_SCRIPT = (
+    'm="$1"; shift; for p in "$@"; do s=$(sed "s/.*) //" /proc/$p/stat 2>/dev/null | cut -c1); '
+    'case "$s" in ""|Z|X) echo "$p 0"; continue;; esac; '
+    'if [ -n "$m" ]; then e=$({ tr "\\0" "\\n" </proc/$p/environ; } 2>/dev/null); '
+    'if [ -n "$e" ] && ! printf "%s\\n" "$e" | grep -qxF -- "$m"; then echo "$p 0"; continue; fi; fi; '
+    'echo "$p 1"; done')
 
 # $0: this Python; $1-$3: images.py's arguments; $4: "--"; then the docker exec command.
 EXEC_SCRIPT = ('case " $* " in *" --container-"*|*" sbatch "*) exec "$0" -m provisioner.providers.docker.images "$@";; '
@@ -111,8 +126,25 @@ class DockerExecRunner(Runner):
             return {}
         # One exec for all of them. After a container restart every recorded pid is stale and
         # may now number another process: the marker tells ours apart.
-        rc, out, _ = self._exec(["sh", "-c", PIDS_ALIVE_SCRIPT, "sh", marker or "", *map(str, pids)], timeout=10)
-        return parse_pids_alive(out.decode(errors="replace"), pids)
+        argv = ["sh", "-c", PIDS_ALIVE_SCRIPT, "sh", marker or "", *map(str, pids)]
+        for attempt in range(3):
+            rc, out, _ = self._exec(argv, timeout=10)
+            if rc == 0:
+                return parse_pids_alive(out.decode(errors="replace"), pids)
+            # No answer is not "dead": on a busy engine an exec can fail (the runtime's
+            # exec times out, or a 5xx) while the container runs on. Only a container that
+            # is gone or stopped has every pid dead.
+            if attempt == 2 or not self._running():
+                break
+            time.sleep(0.1 * (attempt + 1))
+        return {p: False for p in pids}
+
+    def _running(self) -> bool:
+        """Does the container run (False where the engine does not answer either)?"""
+        try:
+            return is_running(self.container)
+        except SimclusterError:
+            return False
 
     def kill(self, pids, sig=signal.SIGKILL) -> None:
         pids = [str(int(p)) for p in pids if p]

@@ -1,0 +1,48 @@
+"""DockerExecRunner against a bare node container (no cluster): which pids count as our daemons."""
+
+from __future__ import annotations
+
+import subprocess
+import uuid
+
+import pytest
+
+from provisioner.providers.docker import image
+from provisioner.providers.docker.runner import DockerExecRunner
+
+pytestmark = pytest.mark.integration
+
+MARKER = "SIMCLUSTER_TEST_MARK=1"
+
+
+@pytest.fixture(scope="module")
+def container():
+    tag = image.default_image(image.DEFAULT_SLURM)
+    if image.image_labels(tag) is None:
+        pytest.skip(f"image {tag} not built (simcluster image build)")
+    name = f"simcluster-test-runner-{uuid.uuid4().hex[:6]}"
+    subprocess.run(["docker", "run", "-d", "--init", "--name", name, tag], check=True, stdout=subprocess.DEVNULL)
+    yield name
+    subprocess.run(["docker", "rm", "-f", name], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def test_pids_alive_tells_our_daemons_from_other_processes(container):
+    runner = DockerExecRunner(container)
+    ours = runner.start_daemon(["sleep", "60"], "/tmp/ours.log", {"SIMCLUSTER_TEST_MARK": "1"})
+    other = runner.start_daemon(["sleep", "60"], "/tmp/other.log", {"SOMETHING_ELSE": "1"})
+    # A process whose environment reads empty is what a daemon looks like while it is inside
+    # execve (start_daemon forks, then execs setsid, then the daemon): it must not count as
+    # dead (the guard of `up` then reported a live slurmctld as "exited during startup").
+    empty = runner.start_daemon(["env", "-i", "sleep", "60"], "/tmp/empty.log", {"SIMCLUSTER_TEST_MARK": "1"})
+    gone = runner.start_daemon(["true"], "/tmp/gone.log", {"SIMCLUSTER_TEST_MARK": "1"})
+    runner.run(["sleep", "0.3"])  # `true` has exited, `env -i` has exec'd sleep
+    assert runner.pids_alive([ours, other, empty, gone, 99999], MARKER) == {
+        ours: True, other: False, empty: True, gone: False, 99999: False}
+    assert runner.pids_alive([ours, other], None) == {ours: True, other: True}
+    runner.kill([ours, other, empty])
+    assert runner.pids_alive([ours], MARKER) == {ours: False}
+
+
+def test_pids_alive_of_a_container_that_is_gone_is_all_dead():
+    runner = DockerExecRunner(f"simcluster-test-absent-{uuid.uuid4().hex[:6]}")
+    assert runner.pids_alive([1, 7], MARKER) == {1: False, 7: False}
