@@ -23,7 +23,7 @@ from typing import Dict, List, Optional, Tuple
 from provisioner.cluster.wait import WaitTimeout, poll_until
 from provisioner.verify.accounting import _sacct_row
 from provisioner.verify.basic import MEM, partition_line, training_partition
-from provisioner.verify.context import VerifyContext, free_port, render_template
+from provisioner.verify.context import Submitted, VerifyContext, free_port, render_template
 from provisioner.verify.jobs import JobError
 from provisioner.verify.outcome import CheckFailed, CheckSkipped, Outcome
 from provisioner.verify.training import parse_result
@@ -78,14 +78,12 @@ def check_requeue_resume(ctx: VerifyContext) -> Outcome:
         return ctx.submit(f"faults.requeue-resume.{tag}", text, ["--requeue", f"--nodelist={','.join(pair)}"],
                           env=env, name="ddp_ckpt.sbatch"), workdir
 
-    # The reference: the same job, same seed, no fault.
-    ref, _ = submit("reference")
-    ctx.wait_ok(ref, max(10.0, deadline - time.monotonic()))
-    ref_result = parse_result(ctx.read(ref.output))
-    if not ref_result:
-        raise CheckFailed("the reference job printed no SIMCLUSTER_RESULT line", output=ref.output)
-
     job, workdir = submit("faulted")
+    # The reference (the same job, same seed, no fault) is submitted once the faulted job
+    # is requeued and the node healed: it runs while the requeued job waits out
+    # cred_expire (11 s with --fast-failure), one CPU of each node beside the rerun's,
+    # instead of a whole run before the faulted job starts.
+    ref: Optional[Submitted] = None
     first_ckpt = workdir / "checkpoint" / "step-5.pt"
 
     def checkpointed() -> Tuple[bool, None]:
@@ -108,7 +106,7 @@ def check_requeue_resume(ctx: VerifyContext) -> Outcome:
     detect_s: Optional[float] = None
 
     def requeued_and_ended() -> Tuple[bool, str]:
-        nonlocal state, restarts, detect_s, healed
+        nonlocal state, restarts, detect_s, healed, ref
         info = _job(ctx, job.job_id)
         state, restarts = info.get("JobState", "?"), int(info.get("Restarts", "0") or 0)
         if state in FINAL and (restarts >= 1 or state != "COMPLETED"):
@@ -117,6 +115,7 @@ def check_requeue_resume(ctx: VerifyContext) -> Outcome:
             detect_s = time.monotonic() - t_kill
             _heal(ctx, inj)
             healed = True
+            ref = submit("reference")[0]
         # The requeued job waits cred_expire+1 s (11 s with --fast-failure) before it
         # may start again: not released early, as basic.requeue does. Its first run's
         # processes on the surviving node are still being killed (KillWait) then, and
@@ -135,7 +134,15 @@ def check_requeue_resume(ctx: VerifyContext) -> Outcome:
         if not healed:
             _heal(ctx, inj)
     if state != "COMPLETED":
+        if ref is not None:
+            ctx.client.scancel(ref.job_id)
         raise CheckFailed(f"job {job.job_id} ended {state} after {restarts} restart(s)", output=job.output)
+    if ref is None:  # it ended COMPLETED without a requeue: the reference was never needed before
+        ref = submit("reference")[0]
+    ctx.wait_ok(ref, max(10.0, deadline - time.monotonic()))
+    ref_result = parse_result(ctx.read(ref.output))
+    if not ref_result:
+        raise CheckFailed("the reference job printed no SIMCLUSTER_RESULT line", output=ref.output)
     result = parse_result(ctx.read(job.output))
     if not result:
         raise CheckFailed("the resumed job printed no SIMCLUSTER_RESULT line", output=job.output)
