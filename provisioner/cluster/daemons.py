@@ -91,7 +91,12 @@ def start(cluster: Cluster, key: str, argv: List[str], env: Optional[Dict[str, s
 
 
 def wait_usable(cluster: Cluster, key: str, what: str, ready, timeout: float) -> None:
-    """Wait until ``ready()`` holds for daemon ``key`` (its socket exists, its port listens)."""
+    """Wait until ``ready()`` holds for daemon ``key`` (its socket exists, its port listens).
+    A daemon that is usable at the first look costs one check, not a liveness check and
+    then the check: where each is a round trip (docker exec: ~50 ms) the liveness check is
+    only asked while it is not usable yet (then before every check, as always)."""
+    if ready():
+        return
     WaitStrategy(f"{key} to {what}", lambda: (ready(), None), timeout, first_delay=0.005, max_delay=0.05,
                  guard=daemons_guard(cluster, [key]), describe=lambda _: "", logs=lambda: cluster.log_tail(key),
                  hint="see the log below").wait()
