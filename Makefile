@@ -16,13 +16,13 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PIP := $(VENV)/bin/pip install -q --disable-pip-version-check
 DEMO_NAME ?= demo
 
-.PHONY: setup setup-apt setup-venv setup-train setup-deploy setup-test setup-docker setup-containers demo test test-unit \
+.PHONY: setup setup-apt setup-venv setup-nodestart setup-train setup-deploy setup-test setup-docker setup-containers demo test test-unit \
 	test-integration test-docker bench soak bench-faults bench-containers clean
 
 # Each user installs what their path needs (docs/requirements.md lists what each target
 # installs and downloads): `setup` the cluster itself, `setup-train` the training stack
 # (the demo, the tests and verify's training suites), `setup-deploy` Ansible for real hosts.
-setup: setup-apt setup-venv  ## the cluster itself: Slurm, munge and friends (apt) and .venv with simcluster (quick when done)
+setup: setup-apt setup-venv setup-nodestart  ## the cluster itself: Slurm, munge and friends (apt), .venv with simcluster, simcluster-node-start (quick when done)
 
 setup-apt:  ## the Debian packages in APT_PACKAGES (apt-get, with sudo unless root; only the missing ones)
 	@missing=""; for p in $(APT_PACKAGES); do \
@@ -48,6 +48,14 @@ $(VENV)/.core: pyproject.toml setup.py
 $(VENV)/.train $(VENV)/.deploy $(VENV)/.test: $(VENV)/.%: $(VENV)/.core
 	$(PIP) -e '.[$*]'
 	@touch $@
+
+# simcluster-node-start (nodestart/): starts each local node's slurmd in its namespaces in
+# one small static program instead of a chain of seven standard ones (about a third of a
+# node's start CPU; docs/benchmarks.md). Without it `up` runs that chain: the same nodes.
+NODESTART_PACKAGES := gcc libc6-dev make
+setup-nodestart:  ## simcluster-node-start built into nodestart/build (gcc, libc6-dev: apt, only the missing ones; about a second)
+	@$(MAKE) --no-print-directory setup-apt APT_PACKAGES="$(NODESTART_PACKAGES)"
+	@$(MAKE) --no-print-directory -C nodestart
 
 setup-venv: $(VENV)/.core  ## .venv with simcluster and its core dependencies only (no training stack, no Ansible)
 

@@ -119,9 +119,11 @@ def test_a_production_conf_comes_up_and_takes_its_headers(make_cluster, tmp_path
 def test_the_seed_fragment_is_the_seed_cluster(make_cluster):
     cluster = make_cluster("--like", str(CORPUS / "seed" / "slurm.conf"))
     conf = cluster.slurm_conf.read_text()
+    # One line for both, as the fragment writes two alike nodes (config/nodelines.py).
+    assert "NodeName=node[6-7] NodeHostname=" in conf and " Port=[17016-17017] CPUs=112 RealMemory=240000 " in conf
     for node, port, gpu in (("node6", 17016, 6), ("node7", 17017, 7)):
-        line = next(x for x in conf.splitlines() if x.startswith(f"NodeName={node} "))
-        assert f"Port={port} CPUs=112 RealMemory=240000 Gres=gpu:1 " in line
+        assert f"Port={port} " in cluster.run(["scontrol", "show", "node", node]).stdout
+        assert f"NodeName={node} Name=gpu File=" in (cluster.root / "etc" / "gres.conf").read_text()
         assert f"/nvidia{gpu}" in (cluster.root / "etc" / "gres.conf").read_text()
     out = cluster.run(["sinfo", "-h", "-N", "-o", "%N %c %m %G %P"]).stdout.split("\n")
     assert out[:2] == ["node6 112 240000 gpu:1 gpu*", "node7 112 240000 gpu:1 gpu*"]

@@ -285,6 +285,6 @@ def test_render_writes_configs_without_starting_anything(sim_home, tmp_path):
                     "--out", str(tmp_path / "r")], sim_home, check=True)
     assert "slurm.conf" in proc.stdout
     conf = (tmp_path / "r" / "slurm.conf").read_text()
-    assert "NodeName=node6" in conf and "Port=17016" in conf and "CPUs=112" in conf
+    assert "NodeName=node[6-7]" in conf and "Port=[17016-17017]" in conf and "CPUs=112" in conf
     assert "File=/dev/nvidia7" in (tmp_path / "r" / "gres.conf").read_text()
     assert daemons_under(sim_home) == [] and not (sim_home / "seed").exists()

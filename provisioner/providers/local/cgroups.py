@@ -20,6 +20,8 @@ import os
 from pathlib import Path
 from typing import Dict, Iterable, List
 
+from provisioner.cluster.placement import NODE_TOKEN
+
 ROOT = Path("/sys/fs/cgroup")
 # What Slurm's cgroup/v1 plugin uses: freezer (proctrack/cgroup), cpuset, memory and
 # devices (task/cgroup); cpuacct for jobacct_gather/cgroup. pids goes with them so a
@@ -193,6 +195,12 @@ def fstab_lines(mounts_file: str = "/proc/self/mounts") -> List[str]:
               for point, opts in sorted(_mounts(mounts_file).items())
               if point.rsplit("/", 1)[1] in CONTROLLERS or "name=systemd" in opts.split(",")]
     return lines
+
+
+def procs_files(tag: str) -> List[str]:
+    """The node's cgroup.procs files in every hierarchy of CONTROLLERS (NODE_TOKEN for the
+    node's name): what join_script writes to, for simcluster-node-start's --cgroup-procs."""
+    return [f"{ROOT}/{c}/{BASE}/{tag}/{NODE_TOKEN}/cgroup.procs" for c in CONTROLLERS]
 
 
 def join_script(tag: str) -> str:

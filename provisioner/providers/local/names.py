@@ -31,12 +31,13 @@ import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Tuple
+from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
 from provisioner.cluster.placement import NODE_TOKEN
 from provisioner.cluster.runner import descendant_pid as daemon_pid  # the slurmd behind namespace_prefix
 from provisioner.cluster.runner import find_binary
 from provisioner.config.types import ClusterSpec
+from provisioner.paths import REPO_ROOT
 
 NAMESPACE = "mount-namespace"
 NSS_WRAPPER = "nss_wrapper"
@@ -244,9 +245,20 @@ def pid_init() -> Optional[str]:
     return None
 
 
+# simcluster-node-start (nodestart/): where `make setup` builds it in a checkout.
+NODE_STARTER = REPO_ROOT / "nodestart" / "build" / "simcluster-node-start"
+
+
+def node_starter() -> Optional[str]:
+    """simcluster-node-start's path where it is built, else None (`up` then starts nodes
+    through the chain of standard programs it replaces: the same nodes, more CPU per start)."""
+    return str(NODE_STARTER) if os.access(NODE_STARTER, os.X_OK) else None
+
+
 def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
                      spool: Optional[str] = None, netns: Optional[str] = None,
-                     cgroup_join: Optional[str] = None) -> List[str]:
+                     cgroup_join: Optional[str] = None, cgroup_procs: Sequence[str] = (),
+                     starter: Optional[str] = None) -> List[str]:
     """The argv prefix that starts a daemon in mount and UTS namespaces of its own with the
     bind mounts of ``fstab`` (node_fstab: the cluster's hosts file as /etc/hosts, its config
     directory as /etc/slurm, ...), and the host name the node's (the value after ``-N`` in the
@@ -284,7 +296,21 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
 
     Every program is named by its absolute path (find_binary), since the caller's PATH may
     not reach it: `unshare` execs the next word of the argv by PATH lookup.
+
+    As root with ``init``, ``starter`` (node_starter: simcluster-node-start) makes all of
+    that in one process, the same system calls in the same order (``cgroup_procs``: the
+    files join_script writes to): seven programs loaded per node start become one, and
+    mount(8)'s parsing of the machine's mount table (every node's network namespace is a
+    mount in it) goes; at 1024 nodes that chain cost more CPU than slurmd's own start.
     """
+    if uid == 0 and init and starter:
+        opts = ["--net", netns] if netns else []
+        for procs in cgroup_procs:
+            opts += ["--cgroup-procs", procs]
+        opts += ["--fstab", fstab, "--hostname", NODE_TOKEN]
+        if spool:
+            opts += ["--tmpfs", f"{spool}/{NODE_TOKEN}"]
+        return [starter, *opts, "--", init, "--"]
     pid_ns = ["--pid", "--fork", "--kill-child", "--mount-proc"] if init else []
     unshare, sh = find_binary("unshare") or "unshare", find_binary("sh") or "/bin/sh"
     argv = [init, "--", sh, "-c", script(_NAMESPACE_PID_SCRIPT), fstab, spool or ""] if init \

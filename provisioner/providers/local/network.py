@@ -175,10 +175,47 @@ def _check(proc: subprocess.Popen) -> None:
                            doc="docs/troubleshooting.md#network-namespaces")
 
 
-def create(net: Network, keys: Optional[List[str]] = None) -> None:
+NEIGH_SYSCTL = "/proc/sys/net/ipv4/neigh/default/gc_thresh"
+# ARP entries a namespace of this machine holds, counted generously (measured: 3000 entries
+# with 1046 namespaces up): the controller's namespace holds one per node, a node's the
+# controller's, the host's and those of the nodes it forwards Slurm's messages to.
+NEIGH_PER_NAMESPACE = 4
+
+
+def neighbour_room(namespaces: int) -> str:
+    """Make the kernel's ARP table big enough for ``namespaces`` namespaces on this machine;
+    return what was changed, as a line for the user ('' where nothing was).
+
+    The kernel has one neighbour table for all network namespaces, 1024 entries by default
+    (gc_thresh3), and above gc_thresh2 (512) it evicts entries still in use. A cluster of
+    256 nodes stays below that; at 512 nodes and more the controller's and the nodes' ARP
+    entries overflow it ("neighbor table overflow!" in the kernel log), replies are dropped
+    and nodes go "not responding"; between gc_thresh2 and gc_thresh3 the kernel keeps
+    evicting entries in use, and each eviction is one more ARP broadcast to every node.
+    So gc_thresh2 gets the room the namespaces need and gc_thresh3 twice that. Only
+    raised, never lowered (others may need the room): the limits bound kernel memory, a
+    few hundred bytes per entry."""
+    want = NEIGH_PER_NAMESPACE * namespaces
+    changed = []
+    try:
+        now = {i: int(open(f"{NEIGH_SYSCTL}{i}").read()) for i in (2, 3)}
+        targets = {2: want, 3: 2 * want}
+        for i in (3, 2):  # gc_thresh3 first: the kernel keeps thresh2 <= thresh3
+            if now[i] < targets[i]:
+                with open(f"{NEIGH_SYSCTL}{i}", "w") as f:
+                    f.write(str(targets[i]))
+                changed.append(f"gc_thresh{i} {now[i]} -> {targets[i]}")
+    except OSError as exc:
+        return (f"could not raise the kernel's ARP table size for {namespaces} namespaces ({exc.strerror}): "
+                "with 512 nodes or more some may go 'not responding'") if want > 1024 else ""
+    return (f"raised the kernel's ARP table size (net.ipv4.neigh.default.{', '.join(changed)}): "
+            f"{namespaces} network namespaces share it") if changed else ""
+
+
+def create(net: Network, keys: Optional[List[str]] = None) -> str:
     """Make what of ``net`` is missing: the parent bridge and the host's macvlan, then the
     namespace of each of ``keys`` (default: every missing one) with its macvlan, address,
-    loopback and a default route through the host."""
+    loopback and a default route through the host. Returns neighbour_room's line."""
     keys = missing(net) if keys is None else keys
     lines = []
     if not _link_exists(net.parent):
@@ -203,6 +240,11 @@ def create(net: Network, keys: Optional[List[str]] = None) -> None:
                              "link set lo up", f"route replace default via {net.host_addr}"], k) for k in keys]
         for p in procs:
             _check(p)
+    try:
+        on_machine = len(os.listdir(NETNS_DIR))
+    except OSError:
+        on_machine = len(net.addrs)
+    return neighbour_room(on_machine)
 
 
 def _namespaces(tag: str) -> List[str]:

@@ -160,13 +160,15 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
         state.provider_data["network"] = net.to_dict()
         what, t0 = f"making {len(net.addrs)} network namespaces on {net.subnet}", time.monotonic()
         try:
-            network.create(net)
+            note = network.create(net)
         except StartupError as exc:
             network.delete(net.tag)
             del state.provider_data["network"]
             progress(f" - {what} ... refused, nodes share this host's network ({time.monotonic() - t0:.2f}s)")
             return f"no network namespaces here ({exc.message}): nodes share this host's network"
         progress(f" - {what} ... done ({time.monotonic() - t0:.2f}s)")
+        if note:
+            progress(f"   {note}")
         state.provider_data["node_addrs"] = {n.name: net.addrs[n.name] for n in spec.nodes}
         return ""
 
@@ -221,7 +223,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
             prefix = names.namespace_prefix(
                 str(layout.etc / names.FSTAB_FILE), os.getuid(), os.getgid(), init, str(layout.spool),
                 netns=network.netns_path(net.tag, NODE_TOKEN) if net else None,
-                cgroup_join=cgroups.join_script(_tag(state)) if use_cgroups else None)
+                cgroup_join=cgroups.join_script(_tag(state)) if use_cgroups else None,
+                cgroup_procs=cgroups.procs_files(_tag(state)) if use_cgroups else (), starter=names.node_starter())
         ctl_addr = net.addrs[network.CONTROLLER_KEY] if net else "127.0.0.1"
         ctl_prefix = (find_binary("nsenter") or "nsenter", f"--net={network.netns_path(net.tag, network.CONTROLLER_KEY)}") \
             if net else ()

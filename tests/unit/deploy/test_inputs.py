@@ -172,3 +172,10 @@ def test_gres_conf_gives_gpu_ids_and_device_files():
                            "NodeName=node2 Name=gpu File=/var/lib/x/gpus/nvidia0\n")
     assert gres.ids == {"node1": [6, 7], "node2": [0]}
     assert gres.files["node2"] == ["/var/lib/x/gpus/nvidia0"]
+
+
+def test_gres_conf_lines_for_several_nodes_give_each_node_its_gpus():
+    # As the templates group alike nodes (config/nodelines.py), typed or not.
+    gres = parse_gres_conf("NodeName=gpu[01-02] Name=gpu Type=h100 File=/dev/nvidia0\n"
+                           "NodeName=gpu[01-02] Name=gpu Type=h100 File=/dev/nvidia1\nNodeName=cpu1 Name=gpu File=/dev/nvidia3\n")
+    assert gres.ids == {"gpu01": [0, 1], "gpu02": [0, 1], "cpu1": [3]}

@@ -57,7 +57,9 @@ def _cluster(root: Path, pid_namespace: bool) -> Cluster:
 
 
 @pytest.mark.parametrize("pid_namespace", [True, False])
-def test_every_daemon_argv_names_its_programs_by_absolute_path(sbin, tmp_path, pid_namespace):
+def test_every_daemon_argv_names_its_programs_by_absolute_path(sbin, tmp_path, pid_namespace, monkeypatch):
+    # The chain of standard programs (where simcluster-node-start is not built).
+    monkeypatch.setattr(names, "node_starter", lambda: None)
     c = _cluster(tmp_path / "c", pid_namespace)
     for argv in (daemons.munged_argv(c), daemons.slurmctld_argv(c), daemons.slurmdbd_argv(c),
                  daemons.slurmd_argv(c, "node1")):
@@ -74,6 +76,26 @@ def test_every_daemon_argv_names_its_programs_by_absolute_path(sbin, tmp_path, p
     assert not re.search(r"(^|[;{|&] *)(mount|hostname) ", script), script
     assert f"{runner.find_binary('mount')} -a " in script
     assert '> /proc/sys/kernel/hostname' in script  # the host name by the shell itself, no program
+
+
+def test_the_node_starter_replaces_the_chain_where_it_is_built(sbin, tmp_path, monkeypatch):
+    starter = tmp_path / "simcluster-node-start"
+    monkeypatch.setattr(names, "node_starter", lambda: str(starter))
+    monkeypatch.setattr(names, "pid_init", lambda: "/usr/bin/tini")
+    c = _cluster(tmp_path / "c", True)
+    argv = daemons.slurmd_argv(c, "node1")
+    assert argv[0] == str(starter)
+    # The same fstab and spool tmpfs as the chain's shell script, the node's host name, then
+    # tini as pid 1 and the absolute slurmd behind it.
+    assert argv[argv.index("--fstab") + 1] == f"{c.state.root}/etc/node-mounts.fstab"
+    assert argv[argv.index("--hostname") + 1] == "node1"
+    assert argv[argv.index("--tmpfs") + 1] == f"{c.state.root}/spool/node1"
+    rest = argv[argv.index("--"):]
+    assert rest[:3] == ["--", "/usr/bin/tini", "--"] and rest[3] == f"{sbin}/slurmd"
+    assert "unshare" not in " ".join(argv) and "-c" not in argv
+    # Without a PID namespace (no tini) the chain stays: the starter always makes one.
+    monkeypatch.setattr(names, "pid_init", lambda: None)
+    assert daemons.slurmd_argv(_cluster(tmp_path / "d", True), "node1")[0] == runner.find_binary("unshare")
 
 
 def test_host_runner_names_programs_by_path_other_runners_leave_it_to_their_machine(sbin):

@@ -1,0 +1,261 @@
+/*
+ * simcluster-node-start: start a local virtual node's daemon (slurmd, under tini) in the
+ * node's namespaces, in one process.
+ *
+ * It does what this chain of standard programs does (provisioner/providers/local/names.py,
+ * namespace_prefix), which is what `up` runs where this program is not built:
+ *
+ *   nsenter --net=NETNS  sh -c 'echo $$ > <cgroup>/cgroup.procs ...; exec "$@"'
+ *     unshare --cgroup --mount --uts --pid --fork --kill-child --mount-proc --propagation private
+ *       tini -- sh -c 'mount -a -T FSTAB; hostname NODE; mount -t tmpfs ... SPOOL/NODE; exec "$@"'
+ *         slurmd -D -N NODE ...
+ *
+ * Seven programs are loaded per node there, and mount(8) parses the machine's whole mount
+ * table (every node's network namespace is a mount in it) for each of its mounts; at 1024
+ * nodes that chain cost more CPU than slurmd's own start. Here: the same system calls, in
+ * the same order, from one small program; tini and the daemon are exec'd as before, so the
+ * node's processes (outer process, tini as pid 1, slurmd) are those the chain leaves.
+ *
+ * Usage:
+ *   simcluster-node-start [--net NETNS_FILE] [--cgroup-procs FILE]... [--fstab FILE]
+ *                         [--hostname NAME] [--tmpfs DIR] -- INIT [ARG...]
+ *
+ * The fstab holds what provisioner/providers/local/names.py node_fstab writes: bind mounts
+ * ("SRC DST none bind 0 0") and filesystems with flags and data ("simcluster-cgroup
+ * /sys/fs/cgroup/memory cgroup rw,memory,X-mount.mkdir 0 0"); an option it does not know
+ * is passed to the kernel as data, as mount(8) does.
+ *
+ * Errors: one line on stderr (the daemon's log) naming what failed, exit 1.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define PROG "simcluster-node-start"
+#define MAX_CGROUPS 32
+
+static void die(const char *what, const char *arg)
+{
+	fprintf(stderr, PROG ": %s%s%s: %s\n", what, arg ? " " : "", arg ? arg : "", strerror(errno));
+	exit(1);
+}
+
+static void usage(const char *why)
+{
+	fprintf(stderr, PROG ": %s\nusage: " PROG " [--net NETNS_FILE] [--cgroup-procs FILE]... "
+		"[--fstab FILE] [--hostname NAME] [--tmpfs DIR] -- INIT [ARG...]\n", why);
+	exit(2);
+}
+
+/* fstab's escapes: \040 is a space, as mount(8) reads them. */
+static void unescape(char *s)
+{
+	char *out = s;
+	while (*s) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' && s[2] >= '0' && s[2] <= '7' &&
+		    s[3] >= '0' && s[3] <= '7') {
+			*out++ = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 + (s[3] - '0'));
+			s += 4;
+		} else {
+			*out++ = *s++;
+		}
+	}
+	*out = '\0';
+}
+
+static void mkdirs(const char *path)
+{
+	char buf[4096];
+	if (snprintf(buf, sizeof buf, "%s", path) >= (int)sizeof buf) {
+		errno = ENAMETOOLONG;
+		die("mkdir", path);
+	}
+	for (char *p = buf + 1; *p; p++) {
+		if (*p != '/')
+			continue;
+		*p = '\0';
+		if (mkdir(buf, 0755) && errno != EEXIST)
+			die("mkdir", buf);
+		*p = '/';
+	}
+	if (mkdir(buf, 0755) && errno != EEXIST)
+		die("mkdir", buf);
+}
+
+/* One fstab entry: options split into mount flags, mkdir and the data string. */
+static void mount_entry(char *src, char *dst, char *type, char *opts, const char *fstab, int lineno)
+{
+	unsigned long flags = 0;
+	int make_dir = 0;
+	char data[1024] = "";
+	char where[4200];
+	snprintf(where, sizeof where, "%s (%s line %d)", dst, fstab, lineno);
+	for (char *save = NULL, *o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save)) {
+		if (!strcmp(o, "bind"))
+			flags |= MS_BIND;
+		else if (!strcmp(o, "rbind"))
+			flags |= MS_BIND | MS_REC;
+		else if (!strcmp(o, "ro"))
+			flags |= MS_RDONLY;
+		else if (!strcmp(o, "nosuid"))
+			flags |= MS_NOSUID;
+		else if (!strcmp(o, "nodev"))
+			flags |= MS_NODEV;
+		else if (!strcmp(o, "noexec"))
+			flags |= MS_NOEXEC;
+		else if (!strcmp(o, "X-mount.mkdir") || !strncmp(o, "X-mount.mkdir=", 14))
+			make_dir = 1;
+		else if (!strcmp(o, "rw") || !strcmp(o, "defaults") || !strncmp(o, "X-", 2) || !strncmp(o, "x-", 2))
+			continue; /* rw is the default; X-/x- options are mount(8)'s own, never the kernel's */
+		else {
+			size_t len = strlen(data);
+			if (len + strlen(o) + 2 > sizeof data) {
+				errno = E2BIG;
+				die("mount options of", where);
+			}
+			snprintf(data + len, sizeof data - len, "%s%s", len ? "," : "", o);
+		}
+	}
+	if (make_dir)
+		mkdirs(dst);
+	if (mount(src, dst, (flags & MS_BIND) ? NULL : type, flags, (flags & MS_BIND) ? NULL : data))
+		die("mount", where);
+}
+
+static void mount_fstab(const char *fstab)
+{
+	FILE *f = fopen(fstab, "re");
+	char line[8192];
+	int lineno = 0;
+	if (!f)
+		die("open", fstab);
+	while (fgets(line, sizeof line, f)) {
+		char *fields[4], *save = NULL;
+		int n = 0;
+		lineno++;
+		for (char *t = strtok_r(line, " \t\n", &save); t && n < 4; t = strtok_r(NULL, " \t\n", &save))
+			fields[n++] = t;
+		if (n == 0 || fields[0][0] == '#')
+			continue;
+		if (n < 4) {
+			fprintf(stderr, PROG ": %s line %d: not 'SOURCE TARGET TYPE OPTIONS'\n", fstab, lineno);
+			exit(1);
+		}
+		for (int i = 0; i < 4; i++)
+			unescape(fields[i]);
+		mount_entry(fields[0], fields[1], fields[2], fields[3], fstab, lineno);
+	}
+	fclose(f);
+}
+
+static void write_pid(const char *file)
+{
+	int fd = open(file, O_WRONLY | O_CLOEXEC);
+	char buf[32];
+	int len = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
+	if (fd < 0 || write(fd, buf, (size_t)len) != len)
+		die("joining cgroup", file);
+	close(fd);
+}
+
+static pid_t child;
+
+static void forward(int sig)
+{
+	if (child > 0)
+		kill(child, sig);
+}
+
+int main(int argc, char **argv)
+{
+	const char *net = NULL, *fstab = NULL, *hostname = NULL, *tmpfs = NULL;
+	const char *cgroups[MAX_CGROUPS];
+	int ncgroups = 0, i;
+
+	for (i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (!strcmp(a, "--"))
+			break;
+		if (i + 1 >= argc)
+			usage("an option without its value");
+		if (!strcmp(a, "--net"))
+			net = argv[++i];
+		else if (!strcmp(a, "--fstab"))
+			fstab = argv[++i];
+		else if (!strcmp(a, "--hostname"))
+			hostname = argv[++i];
+		else if (!strcmp(a, "--tmpfs"))
+			tmpfs = argv[++i];
+		else if (!strcmp(a, "--cgroup-procs")) {
+			if (ncgroups == MAX_CGROUPS)
+				usage("too many --cgroup-procs");
+			cgroups[ncgroups++] = argv[++i];
+		} else
+			usage("unknown option");
+	}
+	if (i + 1 >= argc)
+		usage("no program after --");
+	char **prog = argv + i + 1;
+
+	if (net) {
+		int fd = open(net, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || setns(fd, CLONE_NEWNET))
+			die("joining network namespace", net);
+		close(fd);
+	}
+	/* The cgroups first: the cgroup namespace is rooted where the process is when it is made. */
+	for (int c = 0; c < ncgroups; c++)
+		write_pid(cgroups[c]);
+	if (unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWPID | (ncgroups ? CLONE_NEWCGROUP : 0)))
+		die("unshare", NULL);
+	if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL))
+		die("making mounts private", NULL);
+
+	child = fork();
+	if (child < 0)
+		die("fork", NULL);
+	if (child == 0) {
+		/* pid 1 of the node: it dies with the outer process, as with unshare --kill-child. */
+		if (prctl(PR_SET_PDEATHSIG, SIGKILL))
+			die("prctl", NULL);
+		if (mount("none", "/proc", NULL, MS_PRIVATE | MS_REC, NULL) ||
+		    mount("proc", "/proc", "proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, NULL))
+			die("mount", "/proc");
+		if (fstab)
+			mount_fstab(fstab);
+		if (hostname && sethostname(hostname, strlen(hostname)))
+			die("sethostname", hostname);
+		if (tmpfs && mount("simcluster-spool", tmpfs, "tmpfs", 0, "mode=0755"))
+			die("mount tmpfs", tmpfs);
+		execvp(prog[0], prog);
+		die("exec", prog[0]);
+	}
+
+	/* The outer process: passes signals on and ends as its child does. */
+	struct sigaction sa = {0};
+	sa.sa_handler = forward;
+	for (int s = 1; s < NSIG; s++)
+		if (s == SIGINT || s == SIGTERM || s == SIGHUP || s == SIGQUIT || s == SIGUSR1 || s == SIGUSR2)
+			sigaction(s, &sa, NULL);
+	int status;
+	while (waitpid(child, &status, 0) < 0)
+		if (errno != EINTR)
+			die("waitpid", NULL);
+	if (WIFSIGNALED(status)) {
+		signal(WTERMSIG(status), SIG_DFL);
+		kill(getpid(), WTERMSIG(status));
+		return 128 + WTERMSIG(status);
+	}
+	return WEXITSTATUS(status);
+}
