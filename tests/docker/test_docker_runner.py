@@ -46,3 +46,12 @@ def test_pids_alive_tells_our_daemons_from_other_processes(container):
 def test_pids_alive_of_a_container_that_is_gone_is_all_dead():
     runner = DockerExecRunner(f"simcluster-test-absent-{uuid.uuid4().hex[:6]}")
     assert runner.pids_alive([1, 7], MARKER) == {1: False, 7: False}
+
+
+def test_exists_sees_the_container_as_its_commands_do(container):
+    runner = DockerExecRunner(container)
+    runner.run(["sh", "-c", "mkdir -p /run/t && : > /run/t/file && mknod /dev/t-null c 1 3"])
+    # The engine finds the first (no exec); /dev is the runtime's own tmpfs, which the
+    # engine does not see: `test -e` in the container answers there.
+    assert runner.exists("/run/t/file") and runner.exists("/dev/t-null") and runner.exists("/proc/self")
+    assert not runner.exists("/run/t/absent") and not runner.exists("/dev/t-absent")

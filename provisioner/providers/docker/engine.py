@@ -8,11 +8,14 @@ are found by label (containers_of), never by parsing names.
 from __future__ import annotations
 
 import functools
+import json
 import os
 import shutil
-from typing import Dict, List, Optional
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Tuple
 
 import docker
+from docker.constants import MINIMUM_DOCKER_API_VERSION
 from docker.errors import APIError, DockerException, NotFound
 
 from provisioner.errors import PrerequisiteError, SimclusterError
@@ -52,9 +55,11 @@ def explain(exc: Exception, what: str) -> SimclusterError:
 
 @functools.lru_cache(maxsize=None)
 def client() -> docker.DockerClient:
-    """The process's SDK client (DOCKER_HOST and friends apply, as for the docker CLI)."""
+    """The process's SDK client (DOCKER_HOST and friends apply, as for the docker CLI).
+    It speaks the API version the engine said in engine_version() where that was asked
+    (the SDK would otherwise ask the engine again: one round trip per command less)."""
     try:
-        return docker.from_env(timeout=REQUEST_TIMEOUT)
+        return docker.from_env(timeout=REQUEST_TIMEOUT, version=_engine().get("ApiVersion") or "auto")
     except DockerException as exc:
         check_socket_access()
         raise PrerequisiteError("no docker engine is running (the Docker SDK could not connect)",
@@ -62,16 +67,24 @@ def client() -> docker.DockerClient:
 
 
 @functools.lru_cache(maxsize=None)
-def engine_version() -> Optional[str]:
-    """The engine's version, or None when none answers (asked once per process, 5 s at most)."""
+def _engine() -> Dict[str, str]:
+    """The engine's GET /version answer ({} when none answers), asked once per process, 5 s
+    at most: one request, unversioned (a client made with the oldest API version the SDK
+    speaks asks nothing before it)."""
     try:
-        probe = docker.from_env(timeout=5)
+        probe = docker.from_env(timeout=5, version=MINIMUM_DOCKER_API_VERSION)
         try:
-            return probe.version().get("Version", "?")
+            return probe.api.version(api_version=False) or {}
         finally:
             probe.close()
     except (DockerException, OSError, ValueError):
-        return None
+        return {}
+
+
+def engine_version() -> Optional[str]:
+    """The engine's version, or None when none answers (asked once per process, 5 s at most)."""
+    info = _engine()
+    return info.get("Version", "?") if info else None
 
 
 def check_socket_access() -> None:
@@ -109,7 +122,9 @@ def has_nvidia_runtime() -> bool:
 def host_facts() -> Dict[str, Optional[str]]:
     """What the engine says of the machine its containers run on: {"cgroup_version": "1" or
     "2" (None: an engine too old to say), "cpus": its CPU count as text (None: not said),
-    "security": the security modules it confines containers with ("apparmor,seccomp")}."""
+    "security": the security modules it confines containers with ("apparmor,seccomp"),
+    "engine": the engine's own ID, kernel and security options (what a probe's answer
+    depends on: probe_cached)}."""
     try:
         info = client().info()
     except DockerException as exc:
@@ -118,7 +133,9 @@ def host_facts() -> Dict[str, Optional[str]]:
     # "name=apparmor", "name=seccomp,profile=default" ...: the security modules it applies.
     security = [o.split(",")[0].partition("=")[2] for o in info.get("SecurityOptions") or []]
     return {"cgroup_version": str(version) if version else None, "cpus": str(cpus) if cpus else None,
-            "security": ",".join(security)}
+            "security": ",".join(security),
+            "engine": "|".join(str(x) for x in (info.get("ID"), info.get("KernelVersion"), info.get("ServerVersion"),
+                                                *(info.get("SecurityOptions") or [])))}
 
 
 def label_filter(cluster: Optional[str] = None) -> Dict[str, str]:
@@ -148,3 +165,34 @@ def is_running(container_name: str) -> bool:
         return False
     except DockerException as exc:
         raise explain(exc, f"inspecting container {container_name}") from None
+
+
+def probe_cache() -> Path:
+    """Where the answers of probes that passed are kept (one JSON object, key -> true)."""
+    return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "simcluster" / "docker-probes.json"
+
+
+def probe_cached(key: str, probe: Callable[[], Tuple[bool, str]]) -> Tuple[bool, str]:
+    """``probe()``'s (ok, error output), asked once per ``key``: a probe that passed is not
+    asked again (each is a docker exec on `up`'s critical path). ``key`` must name all that
+    the answer depends on (the engine, its kernel and security options, the image, the
+    container's privileges); a failed probe is always asked again, so a fixed engine is seen."""
+    path = probe_cache()
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known, dict) and known.get(key) is True:
+        return True, ""
+    ok, err = probe()
+    if ok:
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fresh = {**(known if isinstance(known, dict) else {}), key: True}
+            tmp = path.with_name(f".{path.name}.{os.getpid()}")
+            tmp.write_text(json.dumps(fresh, sort_keys=True) + "\n")
+            os.replace(tmp, path)  # whole or not at all, whoever else writes it
+        except OSError:
+            pass  # not remembered: asked again next time
+    return ok, err
+

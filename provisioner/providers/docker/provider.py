@@ -265,25 +265,32 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
         except DockerException as exc:
             raise explain(exc, f"creating network {network_name(spec.name)}") from None
 
-        def create(key: str) -> str:
+        apparmor = "apparmor" in (facts.get("security") or "").split(",")
+
+        def create(key: str):
             config = container_config(spec, layout, tag, None if key == CONTROLLER else key, cgroups=not note,
-                                      apparmor="apparmor" in (facts.get("security") or "").split(","))
+                                      apparmor=apparmor)
             try:
-                return docker.containers.run(**config).id
+                return docker.containers.run(**config)
             except DockerException as exc:
                 raise explain(exc, f"starting container {config['name']}") from None
 
         # All at once: the daemons start later (the steps), so no container waits for another.
         with ThreadPoolExecutor(max_workers=min(16, len(keys))) as pool:
-            ids = list(pool.map(create, keys))
-        state.provider_data["containers"] = dict(zip(keys, ids))
+            made = list(pool.map(create, keys))
+        state.provider_data["containers"] = {k: c.id for k, c in zip(keys, made)}
         self._drop_foreign_gpus(state, [n.name for n in spec.nodes])
 
         def probe():
             res = self.runner(state, spec.nodes[0].name).run(["sh", "-c", MOUNT_PROBE], timeout=30)
             return res.ok, res.stderr
+        # Asked once per engine, image and privileges (engine.probe_cached): a node's mounts
+        # succeed or fail alike in every cluster made so.
+        probe_key = "|".join(["mount", facts.get("engine") or "", made[-1].attrs.get("Image") or tag,
+                              f"privileged={spec.privileged}", f"apparmor={apparmor}", MOUNT_PROBE])
         state.provider_data["containers_note"] = containers_note(image.image_labels(tag) or {}, tag,
-                                                                 _slurm_flag(spec), probe)
+                                                                 _slurm_flag(spec),
+                                                                 lambda: engine.probe_cached(probe_key, probe))
         state.placement = self.placement(state).to_dict()
         progress(f" - network and {len(keys)} containers from {tag} ... done ({time.monotonic() - t0:.2f}s)")
 

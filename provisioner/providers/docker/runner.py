@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import math
+import posixpath
 import shlex
 import signal
 import socket
@@ -41,6 +42,9 @@ PIDS_ALIVE_SCRIPT = (
     'if [ -n "$m" ]; then e=$({ tr "\\0" "\\n" </proc/$p/environ; } 2>/dev/null); '
     'if [ -n "$e" ] && ! printf "%s\\n" "$e" | grep -qxF -- "$m"; then echo "$p 0"; continue; fi; fi; '
     'echo "$p 1"; done')
+
+# File systems the engine's archive endpoint does not see as the container does (exists).
+ENGINE_BLIND = ("/dev/", "/proc/", "/sys/")
 
 # $0: this Python; $1-$3: images.py's arguments; $4: "--"; then the docker exec command.
 EXEC_SCRIPT = ('case " $* " in *" --container-"*|*" sbatch "*) exec "$0" -m provisioner.providers.docker.images "$@";; '
@@ -167,6 +171,23 @@ class DockerExecRunner(Runner):
             client().api.put_archive(self.container, directory or "/", buf.getvalue())
         except DockerException as exc:
             raise OSError(f"writing {path} in {self.where}: {exc}") from None
+
+    def exists(self, path) -> bool:
+        """Asked of the engine first (a HEAD of the container's archive endpoint: ~2 ms, no
+        process in the container; a docker exec of `test -e` is ~50 ms). The engine sees the
+        container's image layers and its volumes and binds, not the file systems the runtime
+        mounts inside (/dev, /proc, /sys) nor mounts made in the container: so it is trusted
+        only where it finds the path; otherwise `test -e` in the container decides."""
+        path = str(path)
+        if path.startswith("/") and not posixpath.normpath(path).startswith(ENGINE_BLIND):
+            api = client().api
+            try:
+                found = api.head(api._url("/containers/{0}/archive", self.container), params={"path": path})
+                if found.status_code == 200:
+                    return True
+            except (DockerException, OSError, ValueError):
+                pass
+        return self.run(["test", "-e", path], timeout=10).ok
 
     def listening(self, port: int, addr: str = "127.0.0.1") -> bool:
         # Both tables in one exec (the base class reads them one by one).
