@@ -4,7 +4,8 @@
 route. One `ip -n NS ...` process per namespace costs ~3 ms of CPU each (256 nodes: most of
 a second on two cores); here one thread enters each namespace in turn (setns(2) changes
 only the calling thread's network namespace) and sends three netlink messages over a
-socket opened there. Linux only; network.configure falls back to `ip` if this fails.
+socket opened there (and the namespace's permanent ARP entries: network.static_neighbours).
+Linux only; network.configure falls back to `ip` if this fails.
 """
 
 from __future__ import annotations
@@ -14,11 +15,12 @@ import os
 import socket
 import struct
 import threading
-from typing import List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 CLONE_NEWNET = 0x40000000
-RTM_NEWLINK, RTM_NEWADDR, RTM_NEWROUTE = 16, 20, 24
-NLM_F_REQUEST, NLM_F_ACK, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x200, 0x400
+RTM_NEWLINK, RTM_NEWADDR, RTM_NEWROUTE, RTM_NEWNEIGH = 16, 20, 24, 28
+NLM_F_REQUEST, NLM_F_ACK, NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x100, 0x200, 0x400
+NDA_DST, NDA_LLADDR, NUD_PERMANENT = 1, 2, 0x80
 NLMSG_ERROR = 2
 IFA_LOCAL, IFA_ADDRESS = 2, 1
 RTA_OIF, RTA_GATEWAY = 4, 5
@@ -71,6 +73,13 @@ class _Route:
                      + _attr(RTA_GATEWAY, socket.inet_aton(gateway)) + _attr(RTA_OIF, struct.pack("i", index)))
 
 
+    def add_neighbour(self, index: int, addr: str, mac: str) -> None:
+        """A permanent ARP entry (`ip neigh replace ADDR lladdr MAC dev IF nud permanent`)."""
+        self.request(RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE,
+                     struct.pack("BxxxiHBB", socket.AF_INET, index, NUD_PERMANENT, 0, 0)
+                     + _attr(NDA_DST, socket.inet_aton(addr)) + _attr(NDA_LLADDR, bytes.fromhex(mac.replace(":", ""))))
+
+
 def _setns(libc, path: str) -> None:
     fd = os.open(path, os.O_RDONLY)
     try:
@@ -81,10 +90,16 @@ def _setns(libc, path: str) -> None:
         os.close(fd)
 
 
-def configure(jobs: List[Tuple[str, str, str, int, str]]) -> None:
+def configure(jobs: List[Tuple[str, str, str, int, str]],
+              neighbours: Optional[Dict[str, List[Tuple[str, str]]]] = None) -> None:
     """For each (namespace path, interface, address, prefix length, gateway): the address on
-    the interface, the interface and lo up, a default route through the gateway. Runs in a
-    thread of its own, which goes back to this process's namespace when done."""
+    the interface, the interface and lo up, a default route through the gateway; then for
+    each namespace path of ``neighbours`` its (address, MAC) pairs as permanent ARP entries
+    on that interface (the namespace may be one configured before). Runs in a thread of its
+    own, which goes back to this process's namespace when done."""
+    neighbours = neighbours or {}
+    ifname_of = {path: ifname for path, ifname, *_ in jobs}
+    default_if = jobs[0][1] if jobs else "eth0"
     failure: List[BaseException] = []
 
     def work() -> None:
@@ -101,6 +116,19 @@ def configure(jobs: List[Tuple[str, str, str, int, str]]) -> None:
                     route.link_up(index)
                     route.link_up(LOOPBACK_INDEX)
                     route.add_default_route(gateway, index)
+                    for neigh_addr, mac in neighbours.get(path, ()):
+                        route.add_neighbour(index, neigh_addr, mac)
+                finally:
+                    route.close()
+            for path, pairs in neighbours.items():
+                if path in ifname_of:
+                    continue
+                _setns(libc, path)
+                route = _Route()
+                try:
+                    index = socket.if_nametoindex(default_if)
+                    for neigh_addr, mac in pairs:
+                        route.add_neighbour(index, neigh_addr, mac)
                 finally:
                     route.close()
         except BaseException as exc:  # reported to the caller, which falls back to `ip`

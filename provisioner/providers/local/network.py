@@ -31,7 +31,7 @@ import os
 import random
 import subprocess
 from dataclasses import dataclass
-from typing import Dict, Iterable, List, Optional
+from typing import Dict, Iterable, List, Optional, Tuple
 
 from provisioner.cluster.runner import find_binary
 from provisioner.errors import StartupError
@@ -149,6 +149,32 @@ def _ip() -> str:
     return find_binary("ip") or "ip"
 
 
+def mac_of(addr: str) -> str:
+    """The MAC address of the device that has ``addr``: locally administered (02:), then the
+    address's four bytes, so each machine of a cluster's network has its own and every
+    namespace can know the others' without asking (unique per cluster: the subnets are)."""
+    return "02:53:" + ":".join(f"{b:02x}" for b in ipaddress.IPv4Address(addr).packed)
+
+
+def static_neighbours(net: Network, key: str) -> List[Tuple[str, str]]:
+    """(address, MAC) pairs namespace ``key`` knows from the start (NUD_PERMANENT): a node
+    the controller's and this host's, the controller every node's and this host's.
+
+    Why: at start every slurmd registers with slurmctld and slurmctld answers every node,
+    so with ARP each of them broadcasts a request that the bridge copies to every device
+    on the segment: at 1024 nodes a storm of a million copies, more than the devices'
+    broadcast queues hold. Dropped requests left nodes unable to reach the controller
+    ("Unable to register ... connect failure") or to answer it ("not responding"). With
+    these entries none of that traffic asks; the kernel also keeps permanent entries out
+    of its table's garbage-collection limits. Traffic between nodes (Slurm's message
+    forwarding, jobs) resolves as on any network."""
+    host = (net.host_addr, mac_of(net.host_addr))
+    if key == CONTROLLER_KEY:
+        return [host] + [(a, mac_of(a)) for k, a in net.addrs.items() if k != CONTROLLER_KEY]
+    ctl = net.addrs[CONTROLLER_KEY]
+    return [host, (ctl, mac_of(ctl))]
+
+
 def _link_exists(name: str) -> bool:
     return os.path.exists(f"/sys/class/net/{name}")
 
@@ -176,75 +202,94 @@ def _check(proc: subprocess.Popen) -> None:
 
 
 NEIGH_SYSCTL = "/proc/sys/net/ipv4/neigh/default/gc_thresh"
+BACKLOG_SYSCTL = "/proc/sys/net/core/netdev_max_backlog"
 # ARP entries a namespace of this machine holds, counted generously (measured: 3000 entries
 # with 1046 namespaces up): the controller's namespace holds one per node, a node's the
 # controller's, the host's and those of the nodes it forwards Slurm's messages to.
 NEIGH_PER_NAMESPACE = 4
 
 
-def neighbour_room(namespaces: int) -> str:
-    """Make the kernel's ARP table big enough for ``namespaces`` namespaces on this machine;
-    return what was changed, as a line for the user ('' where nothing was).
+def _raise(path: str, name: str, target: int, changed: List[str]) -> None:
+    now = int(open(path).read())
+    if now < target:
+        with open(path, "w") as f:
+            f.write(str(target))
+        changed.append(f"{name} {now} -> {target}")
 
-    The kernel has one neighbour table for all network namespaces, 1024 entries by default
-    (gc_thresh3), and above gc_thresh2 (512) it evicts entries still in use. A cluster of
-    256 nodes stays below that; at 512 nodes and more the controller's and the nodes' ARP
-    entries overflow it ("neighbor table overflow!" in the kernel log), replies are dropped
-    and nodes go "not responding"; between gc_thresh2 and gc_thresh3 the kernel keeps
-    evicting entries in use, and each eviction is one more ARP broadcast to every node.
-    So gc_thresh2 gets the room the namespaces need and gc_thresh3 twice that. Only
-    raised, never lowered (others may need the room): the limits bound kernel memory, a
-    few hundred bytes per entry."""
-    want = NEIGH_PER_NAMESPACE * namespaces
-    changed = []
+
+def kernel_room(namespaces: int) -> str:
+    """Make two of the kernel's machine-wide network limits big enough for ``namespaces``
+    network namespaces on one segment; return what was changed, as a line for the user
+    ('' where nothing was). Both defaults hold a cluster of a few hundred nodes; at 512
+    nodes and more nodes went "not responding" without this.
+
+    - The neighbour (ARP) table is one for all namespaces: 1024 entries (gc_thresh3), and
+      above gc_thresh2 (512) the kernel evicts entries still in use, each eviction one more
+      ARP broadcast. gc_thresh2 gets the room the namespaces need, gc_thresh3 twice that.
+    - A broadcast on the cluster's segment is copied to every device on it, each copy
+      queued on the CPU's input backlog (net.core.netdev_max_backlog, 1000 packets): with
+      more devices than that, every broadcast overflows it and what else arrives meanwhile
+      (another node's ARP reply, a TCP handshake) is dropped. It gets twice the devices.
+
+    Only raised, never lowered (others may need the room): the limits bound kernel memory,
+    a few hundred bytes per entry or queued packet."""
+    changed: List[str] = []
     try:
-        now = {i: int(open(f"{NEIGH_SYSCTL}{i}").read()) for i in (2, 3)}
-        targets = {2: want, 3: 2 * want}
-        for i in (3, 2):  # gc_thresh3 first: the kernel keeps thresh2 <= thresh3
-            if now[i] < targets[i]:
-                with open(f"{NEIGH_SYSCTL}{i}", "w") as f:
-                    f.write(str(targets[i]))
-                changed.append(f"gc_thresh{i} {now[i]} -> {targets[i]}")
+        want = NEIGH_PER_NAMESPACE * namespaces
+        for i, target in ((3, 2 * want), (2, want)):  # gc_thresh3 first: the kernel keeps thresh2 <= thresh3
+            _raise(f"{NEIGH_SYSCTL}{i}", f"net.ipv4.neigh.default.gc_thresh{i}", target, changed)
+        _raise(BACKLOG_SYSCTL, "net.core.netdev_max_backlog", 2 * namespaces, changed)
     except OSError as exc:
-        return (f"could not raise the kernel's ARP table size for {namespaces} namespaces ({exc.strerror}): "
-                "with 512 nodes or more some may go 'not responding'") if want > 1024 else ""
-    return (f"raised the kernel's ARP table size (net.ipv4.neigh.default.{', '.join(changed)}): "
-            f"{namespaces} network namespaces share it") if changed else ""
+        return (f"could not raise the kernel's network limits for {namespaces} namespaces ({exc.strerror}): "
+                "with 512 nodes or more some may go 'not responding'") if namespaces > 256 else ""
+    return (f"raised the kernel's network limits for {namespaces} network namespaces: "
+            f"{', '.join(changed)}") if changed else ""
 
 
 def create(net: Network, keys: Optional[List[str]] = None) -> str:
     """Make what of ``net`` is missing: the parent bridge and the host's macvlan, then the
     namespace of each of ``keys`` (default: every missing one) with its macvlan, address,
-    loopback and a default route through the host. Returns neighbour_room's line."""
+    loopback and a default route through the host. Returns kernel_room's line."""
     keys = missing(net) if keys is None else keys
     lines = []
     if not _link_exists(net.parent):
         lines += [f"link add {net.parent} type bridge", f"link set {net.parent} up"]
     if not _link_exists(net.host_if):
-        lines += [f"link add link {net.parent} name {net.host_if} type macvlan mode bridge",
-                  f"addr add {net.host_addr}/{net.prefixlen} dev {net.host_if}", f"link set {net.host_if} up"]
+        ctl = net.addrs[CONTROLLER_KEY]
+        lines += [f"link add link {net.parent} name {net.host_if} address {mac_of(net.host_addr)} "
+                  "type macvlan mode bridge",
+                  f"addr add {net.host_addr}/{net.prefixlen} dev {net.host_if}", f"link set {net.host_if} up",
+                  f"neigh replace {ctl} lladdr {mac_of(ctl)} dev {net.host_if} nud permanent"]
     for k in keys:
         lines += [f"netns add {netns_name(net.tag, k)}",
-                  f"link add link {net.parent} name {NODE_IF} netns {netns_name(net.tag, k)} type macvlan mode bridge"]
+                  f"link add link {net.parent} name {NODE_IF} netns {netns_name(net.tag, k)} "
+                  f"address {mac_of(net.addrs[k])} type macvlan mode bridge"]
+    # The controller learns the new nodes too (all of them when it is new itself).
+    neighbours = {k: static_neighbours(net, k) for k in keys}
+    if CONTROLLER_KEY not in neighbours and keys and os.path.exists(netns_path(net.tag, CONTROLLER_KEY)):
+        neighbours[CONTROLLER_KEY] = [(net.addrs[k], mac_of(net.addrs[k])) for k in keys]
     if lines:
         _check(_run_batch([_ip()], lines, "host side"))
     try:
         from provisioner.providers.local import netlink  # lazy: ctypes, only when namespaces are made
         netlink.configure([(netns_path(net.tag, k), NODE_IF, net.addrs[k], net.prefixlen, net.host_addr)
-                           for k in keys])
+                           for k in keys],
+                          {netns_path(net.tag, k): pairs for k, pairs in neighbours.items()})
     except OSError:
         # The same with `ip`, one process per namespace (idempotent: "replace" where the
         # netlink round got part of the way).
         procs = [_run_batch([_ip(), "-n", netns_name(net.tag, k)],
-                            [f"addr replace {net.addrs[k]}/{net.prefixlen} dev {NODE_IF}", f"link set {NODE_IF} up",
-                             "link set lo up", f"route replace default via {net.host_addr}"], k) for k in keys]
+                            ([f"addr replace {net.addrs[k]}/{net.prefixlen} dev {NODE_IF}", f"link set {NODE_IF} up",
+                              "link set lo up", f"route replace default via {net.host_addr}"] if k in keys else [])
+                            + [f"neigh replace {a} lladdr {m} dev {NODE_IF} nud permanent" for a, m in pairs], k)
+                 for k, pairs in neighbours.items()]
         for p in procs:
             _check(p)
     try:
         on_machine = len(os.listdir(NETNS_DIR))
     except OSError:
         on_machine = len(net.addrs)
-    return neighbour_room(on_machine)
+    return kernel_room(on_machine)
 
 
 def _namespaces(tag: str) -> List[str]:

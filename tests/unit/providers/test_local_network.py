@@ -100,3 +100,29 @@ def test_openmpi_goes_over_the_nodes_subnet(tmp_path):
     lines = names.openmpi_params("198.18.4.0/24", system=system).splitlines()
     assert "btl_tcp_if_include = 198.18.4.0/24" in lines and "mpi_leave_pinned = 1" in lines
     assert "btl_tcp_if_include = eth9" not in lines
+
+
+def test_each_machine_has_a_mac_of_its_address_and_knows_the_controller_and_host_from_the_start():
+    net = network.plan("abc123", ipaddress.ip_network("198.18.4.0/24"), ["node1", "node2"])
+    assert network.mac_of("198.18.4.3") == "02:53:c6:12:04:03"
+    macs = {network.mac_of(a) for a in [net.host_addr, *net.addrs.values()]}
+    assert len(macs) == 4  # one each
+    # A node knows the host and the controller; the controller knows the host and every node.
+    assert network.static_neighbours(net, "node2") == [("198.18.4.1", "02:53:c6:12:04:01"),
+                                                       ("198.18.4.2", "02:53:c6:12:04:02")]
+    assert [a for a, _ in network.static_neighbours(net, network.CONTROLLER_KEY)] == [
+        "198.18.4.1", "198.18.4.3", "198.18.4.4"]
+
+
+def test_kernel_limits_are_raised_for_many_namespaces_and_never_lowered(tmp_path, monkeypatch):
+    for name, value in (("gc_thresh2", 512), ("gc_thresh3", 1024), ("backlog", 5000)):
+        (tmp_path / name).write_text(f"{value}\n")
+    monkeypatch.setattr(network, "NEIGH_SYSCTL", str(tmp_path / "gc_thresh"))
+    monkeypatch.setattr(network, "BACKLOG_SYSCTL", str(tmp_path / "backlog"))
+    assert network.kernel_room(100) == ""  # 400 entries: the defaults hold
+    line = network.kernel_room(1025)
+    assert "gc_thresh3 1024 -> 8200" in line and "gc_thresh2 512 -> 4100" in line and "backlog" not in line
+    assert (tmp_path / "gc_thresh3").read_text() == "8200" and (tmp_path / "backlog").read_text() == "5000\n"
+    assert network.kernel_room(1025) == ""  # nothing to do the second time
+    monkeypatch.setattr(network, "BACKLOG_SYSCTL", str(tmp_path / "absent" / "backlog"))
+    assert "could not raise" in network.kernel_room(2000)
