@@ -66,7 +66,16 @@ def check_requeue_resume(ctx: VerifyContext) -> Outcome:
     limit = ctx.limit(300)
     deadline = time.monotonic() + limit
 
-    def submit(tag: str):
+    # The reference (the same job, same seed, no fault) runs where the fault cannot reach
+    # it: beside the faulted job from the start, on the first node and one the fault leaves
+    # alone, where the partition has a third node; else (2 nodes) once the faulted job is
+    # requeued and the victim healed, beside its second run. Never before the faulted job:
+    # its ~15 s would add to the heal's wait (up to 60 s, see below), which it now overlaps
+    # on 3+ nodes.
+    spare = [n for n in members if n not in pair]
+    ref_pair = [pair[0], spare[0]] if spare else pair
+
+    def submit(tag: str, nodes: List[str] = pair):
         workdir = ctx.check_dir(f"faults.requeue-resume.{tag}")
         text = render_template("torchrun.sbatch", {
             "WORKLOAD": "ddp_ckpt", "NODES": 2, "MEM": "512M", "TIME": ctx.time_minutes(limit),
@@ -75,15 +84,11 @@ def check_requeue_resume(ctx: VerifyContext) -> Outcome:
         env = {"MASTER_PORT": str(free_port()), "SIMCLUSTER_CKPT_DIR": ctx.cluster_path(workdir / "checkpoint"),
                "SIMCLUSTER_SEED": "1234", "SIMCLUSTER_STEPS": "40", "SIMCLUSTER_CKPT_EVERY": "5",
                "SIMCLUSTER_STEP_SLEEP": "0.3"}
-        return ctx.submit(f"faults.requeue-resume.{tag}", text, ["--requeue", f"--nodelist={','.join(pair)}"],
+        return ctx.submit(f"faults.requeue-resume.{tag}", text, ["--requeue", f"--nodelist={','.join(nodes)}"],
                           env=env, name="ddp_ckpt.sbatch"), workdir
 
     job, workdir = submit("faulted")
-    # The reference (the same job, same seed, no fault) is submitted once the faulted job
-    # is requeued and the node healed: it runs while the requeued job waits out
-    # cred_expire (11 s with --fast-failure), one CPU of each node beside the rerun's,
-    # instead of a whole run before the faulted job starts.
-    ref: Optional[Submitted] = None
+    ref: Optional[Submitted] = submit("reference", ref_pair)[0] if spare else None
     first_ckpt = workdir / "checkpoint" / "step-5.pt"
 
     def checkpointed() -> Tuple[bool, None]:
@@ -97,8 +102,12 @@ def check_requeue_resume(ctx: VerifyContext) -> Outcome:
     try:
         poll_until(checkpointed, deadline - time.monotonic(), first_delay=0.2, max_delay=0.2)
     except WaitTimeout:
-        ctx.client.scancel(job.job_id)
+        ctx.client.scancel(*[j.job_id for j in (job, ref) if j is not None])
         raise CheckFailed(f"no checkpoint within {limit:.0f}s; cancelled job {job.job_id}", output=job.output) from None
+    except CheckFailed:
+        if ref is not None:
+            ctx.client.scancel(ref.job_id)
+        raise
     inj.kill(victim)
     t_kill = time.monotonic()
     healed = False
@@ -115,7 +124,8 @@ def check_requeue_resume(ctx: VerifyContext) -> Outcome:
             detect_s = time.monotonic() - t_kill
             _heal(ctx, inj)
             healed = True
-            ref = submit("reference")[0]
+            if ref is None:
+                ref = submit("reference")[0]
         # The requeued job waits cred_expire+1 s (11 s with --fast-failure) before it
         # may start again: not released early, as basic.requeue does. Its first run's
         # processes on the surviving node are still being killed (KillWait) then, and
@@ -127,7 +137,7 @@ def check_requeue_resume(ctx: VerifyContext) -> Outcome:
         try:
             poll_until(requeued_and_ended, deadline - time.monotonic(), first_delay=0.25, max_delay=0.25)
         except WaitTimeout:
-            ctx.client.scancel(job.job_id)
+            ctx.client.scancel(*[j.job_id for j in (job, ref) if j is not None])
             raise JobError(f"timed out after {limit:.0f}s (state {state}, restarts {restarts}); cancelled it",
                            job.output) from None
     finally:
