@@ -108,8 +108,9 @@ def _interactive_step(ctx: VerifyContext) -> str:
     args = one_node(ctx.spec)
     node = args[0].split("=", 1)[1]
     t0 = time.monotonic()
+    # --chdir=/tmp: every node has it (a deployed cluster's nodes lack the run directory).
     proc = ctx.client.run(["srun", "--immediate=5", "-N1", "-n1", f"--mem={MEM}", "--time=1",
-                           f"--job-name={ctx.job_prefix}-basic.nodes", f"--chdir={ctx.cluster_path(ctx.run_dir)}",
+                           f"--job-name={ctx.job_prefix}-basic.nodes", "--chdir=/tmp",
                            *args, "true"], timeout=30)
     took = time.monotonic() - t0
     err = " ".join((proc.stderr or "").split())[:300]
