@@ -134,6 +134,8 @@ def test_simcluster_test_up_verify_down(sim_home):
     assert "simcluster test: passed" in proc.stdout
     basic = len([n for n in ALL_CHECKS if n.startswith("basic.")])
     assert f"{basic} passed, 0 failed, 0 skipped" in proc.stdout  # the basic suite alone: no training stack needed
+    # The gate's interactive step ran before the batch jobs (it starts a fresh slurmctld's scheduling).
+    assert "an interactive srun ran a step on node1" in proc.stdout
     assert "ddp.train" not in proc.stdout
     assert "cluster 'ci' removed" in proc.stdout
     assert "ci" not in run_cli(["list"], sim_home).stdout.split()
