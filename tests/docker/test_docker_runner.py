@@ -39,7 +39,13 @@ def test_pids_alive_tells_our_daemons_from_other_processes(container):
     assert runner.pids_alive([ours, other, empty, gone, 99999], MARKER) == {
         ours: True, other: False, empty: True, gone: False, 99999: False}
     assert runner.pids_alive([ours, other], None) == {ours: True, other: True}
-    runner.kill([ours, other, empty])
+    # ... but only a daemon started by this process: a recorded pid that, after a container
+    # restart, numbers another process whose environment reads empty is not ours.
+    stranger = int(runner.run(["sh", "-c", "env -i sleep 60 >/dev/null 2>&1 & echo $!"]).stdout)
+    runner.run(["sleep", "0.3"])
+    assert runner.pids_alive([stranger], None) == {stranger: True}
+    assert runner.pids_alive([stranger], MARKER) == {stranger: False}
+    runner.kill([ours, other, empty, stranger])
     assert runner.pids_alive([ours], MARKER) == {ours: False}
 
 

@@ -48,7 +48,7 @@ from provisioner.providers.base import (ExtraLogs, Machines, NodeProcesses, Orph
 from provisioner.providers.docker import engine, image
 from provisioner.providers.docker.engine import (LABEL_CLUSTER, LABEL_FAKE, LABEL_GPUS, LABEL_NODE, LABEL_ROLE,
                                                  LABEL_SPEC, LABEL_SPEC_JSON, LABEL_STATE, client, explain)
-from provisioner.providers.docker.runner import DockerExecRunner
+from provisioner.providers.docker.runner import DockerExecRunner, forget
 from provisioner.render import AccountingInputs, RenderInputs, shape_is_real
 
 CONTROLLER_HOST = "slurmctld"
@@ -346,6 +346,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
     def _remove_nodes(self, state: ClusterState, nodes: List[str]) -> None:
         """Force-remove the node containers of ``nodes`` (any that is gone already is skipped)."""
         def remove(node: str) -> None:
+            forget(container_name(state.name, node))
             try:
                 client().containers.get(container_name(state.name, node)).remove(force=True, v=True)
             except NotFound:
@@ -437,6 +438,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
                 if c.status == "paused":
                     c.unpause()
                 elif c.status != "running":
+                    forget(c.name)  # its processes are numbered anew
                     c.start()
             except DockerException as exc:
                 raise explain(exc, f"starting container {c.name}") from None
@@ -451,6 +453,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
             try:
                 if c.status == "paused":
                     c.unpause()
+                forget(c.name)
                 c.stop(timeout=5)
             except NotFound:
                 pass
@@ -499,6 +502,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
     def _remove(self, name: str) -> None:
         """Remove every container and network labelled with cluster ``name`` (in parallel)."""
         def remove(container) -> None:
+            forget(container.name)
             try:
                 container.remove(force=True, v=True)
             except NotFound:

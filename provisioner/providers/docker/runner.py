@@ -18,7 +18,7 @@ import sys
 import tarfile
 import threading
 import time
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from docker.errors import DockerException
 from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
@@ -28,20 +28,33 @@ from provisioner.errors import SimclusterError
 from provisioner.providers.docker.engine import client, is_running
 
 
-# runner.PIDS_ALIVE_SCRIPT, except that a live process whose environment reads empty counts
-# as ours: /proc/<pid>/environ reads empty while the process is inside execve (between the
-# kernel's switch to the new image and its setting up the new stack), and a daemon that
-# start_daemon has just forked is there twice (setsid, then the daemon), for milliseconds,
-# or longer when the binary's pages come from disk (a fresh image). The marker was read as
+# runner.PIDS_ALIVE_SCRIPT, except that a pid written "+PID" (a daemon this process started:
+# _STARTED) whose environment reads empty counts as ours: /proc/<pid>/environ reads empty
+# while the process is inside execve (between the kernel's switch to the new image and its
+# setting up the new stack), and a daemon that start_daemon has just forked goes through it
+# twice (setsid, then the daemon), for milliseconds, or longer when the binary's pages come
+# from disk (a fresh image): 4 in 300 just-started slurmctlds here. The marker was read as
 # missing there and `up` reported a live slurmctld as "exited during startup" (a flaky CI
-# run). Inside a container nothing else has an empty environment (no kernel threads show in
-# its PID namespace; every process the engine, docker exec or a daemon starts has one).
+# run). Only those pids: a stale pid from the state file (after a container restart) that
+# now numbers another process in the middle of an exec, this script's own subshells
+# included, must still read as not ours.
 PIDS_ALIVE_SCRIPT = (
-    'm="$1"; shift; for p in "$@"; do s=$(sed "s/.*) //" /proc/$p/stat 2>/dev/null | cut -c1); '
+    'm="$1"; shift; for a in "$@"; do p=${a#+}; s=$(sed "s/.*) //" /proc/$p/stat 2>/dev/null | cut -c1); '
     'case "$s" in ""|Z|X) echo "$p 0"; continue;; esac; '
     'if [ -n "$m" ]; then e=$({ tr "\\0" "\\n" </proc/$p/environ; } 2>/dev/null); '
-    'if [ -n "$e" ] && ! printf "%s\\n" "$e" | grep -qxF -- "$m"; then echo "$p 0"; continue; fi; fi; '
+    'if [ -z "$e" ] && [ "$a" != "$p" ]; then echo "$p 1"; continue; fi; '
+    'if ! printf "%s\\n" "$e" | grep -qxF -- "$m"; then echo "$p 0"; continue; fi; fi; '
     'echo "$p 1"; done')
+
+# Daemons started by this process, by container: {container: {pid, ...}} (PIDS_ALIVE_SCRIPT).
+# A container that is started again numbers its processes anew: forget() drops its pids.
+_STARTED: Dict[str, Set[int]] = {}
+
+
+def forget(container: str) -> None:
+    """The container was (re)started or removed: none of its pids is a daemon started here."""
+    _STARTED.pop(container, None)
+
 
 # File systems the engine's archive endpoint does not see as the container does (exists).
 ENGINE_BLIND = ("/dev/", "/proc/", "/sys/")
@@ -120,9 +133,12 @@ class DockerExecRunner(Runner):
         script = f'setsid "$@" >>{shlex.quote(log_path)} 2>&1 </dev/null & echo $!'
         rc, out, err = self._exec(["sh", "-c", script, "sh", *[str(a) for a in argv]], env, timeout=None)
         try:
-            return int(out.split()[-1]) if rc == 0 else 0
+            pid = int(out.split()[-1]) if rc == 0 else 0
         except (ValueError, IndexError):
             return 0
+        if pid:
+            _STARTED.setdefault(self.container, set()).add(pid)
+        return pid
 
     def pids_alive(self, pids, marker=None) -> Dict[int, bool]:
         pids = [int(p) for p in pids if p]
@@ -130,7 +146,9 @@ class DockerExecRunner(Runner):
             return {}
         # One exec for all of them. After a container restart every recorded pid is stale and
         # may now number another process: the marker tells ours apart.
-        argv = ["sh", "-c", PIDS_ALIVE_SCRIPT, "sh", marker or "", *map(str, pids)]
+        started = _STARTED.get(self.container, set())
+        argv = ["sh", "-c", PIDS_ALIVE_SCRIPT, "sh", marker or "",
+                *(f"+{p}" if p in started else str(p) for p in pids)]
         for attempt in range(3):
             rc, out, _ = self._exec(argv, timeout=10)
             if rc == 0:
