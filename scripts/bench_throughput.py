@@ -46,7 +46,8 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 REPO = Path(__file__).resolve().parents[1]
-TARGETS = {"basic": 10.0, "separate": 20.0, "array": 10.0}
+# The goals on 2 cores (docs/benchmarks-throughput.md says which floor stops each).
+TARGETS = {"basic": 4.0, "separate": 8.0, "array": 5.0}
 # Each poll is an squeue: a Slurm client's CPU on the same 2 cores the jobs need.
 POLL_S = 0.25
 END_MARKER = "<!-- end of generated results: text below this line is kept by scripts/bench_throughput.py -->"
@@ -292,9 +293,9 @@ def render(info: Dict, results: Dict, args) -> str:
             ("submit", f"  of which the {args.jobs} sbatch calls themselves", "tuned"),
             ("array", f"`sbatch --array=0-{args.jobs - 1} --wrap true` on `up --nodes 4`, to empty queue", "tuned")]
     if args.baseline:
-        rows += [("separate", f"{args.jobs} separate jobs, without the Epilog (before)", "baseline"),
+        rows += [("separate", f"{args.jobs} separate jobs, without the Epilog line", "baseline"),
                  ("submit", "  of which the sbatch calls themselves", "baseline"),
-                 ("array", f"array of {args.jobs}, without the Epilog (before)", "baseline")]
+                 ("array", f"array of {args.jobs}, without the Epilog line", "baseline")]
     for key, label, which in rows:
         runs = results[which].get("separate" if key == "submit" else key, [])
         field = "submit_seconds" if key == "submit" else "seconds"
