@@ -61,3 +61,16 @@ def test_exists_sees_the_container_as_its_commands_do(container):
     # engine does not see: `test -e` in the container answers there.
     assert runner.exists("/run/t/file") and runner.exists("/dev/t-null") and runner.exists("/proc/self")
     assert not runner.exists("/run/t/absent") and not runner.exists("/dev/t-absent")
+
+
+def test_pids_alive_of_a_paused_container_is_all_dead_at_once(container):
+    runner = DockerExecRunner(container)
+    pid = runner.start_daemon(["sleep", "60"], "/tmp/paused.log", {"SIMCLUSTER_TEST_MARK": "1"})
+    subprocess.run(["docker", "pause", container], check=True, stdout=subprocess.DEVNULL)
+    try:
+        # The engine refuses execs in a paused container: no answer is asked again there.
+        assert runner.pids_alive([pid], MARKER) == {pid: False}
+        assert not runner._running()
+    finally:
+        subprocess.run(["docker", "unpause", container], check=True, stdout=subprocess.DEVNULL)
+    assert runner.pids_alive([pid], MARKER) == {pid: True}

@@ -24,8 +24,7 @@ from docker.errors import DockerException
 from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
 
 from provisioner.cluster.runner import DEFAULT_TIMEOUT, NOT_FOUND, TIMED_OUT, Result, Runner, parse_pids_alive
-from provisioner.errors import SimclusterError
-from provisioner.providers.docker.engine import client, is_running
+from provisioner.providers.docker.engine import client
 
 
 # runner.PIDS_ALIVE_SCRIPT, except that a pid written "+PID" (a daemon this process started:
@@ -162,11 +161,13 @@ class DockerExecRunner(Runner):
         return {p: False for p in pids}
 
     def _running(self) -> bool:
-        """Does the container run (False where the engine does not answer either)?"""
+        """Does the container run and take execs (not paused; False where the engine does
+        not answer either)?"""
         try:
-            return is_running(self.container)
-        except SimclusterError:
+            st = client().api.inspect_container(self.container)["State"]
+        except DockerException:
             return False
+        return bool(st.get("Running")) and not st.get("Paused")
 
     def kill(self, pids, sig=signal.SIGKILL) -> None:
         pids = [str(int(p)) for p in pids if p]
