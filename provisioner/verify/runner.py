@@ -45,6 +45,10 @@ class Check:
     # a second step): started first among the concurrent checks, so those waits overlap
     # the other checks' jobs instead of ending the suite (jobs start in submission order).
     early: bool = False
+    # Its job waits for every CPU of a node (basic.srun-env, basic.mpi, basic.cpus-per-task):
+    # submitted last, so it does not stop the smaller jobs behind it while another job
+    # holds a CPU of its node.
+    wide: bool = False
 
 
 @dataclass
@@ -130,7 +134,7 @@ def run_checks(ctx: VerifyContext, checks: List[Check], report: Callable[[CheckR
         # Quick checks first, background ones once those are through: a job that is
         # pending for resources blocks every later job in its partition (until the
         # backfill scheduler's next pass, 30 s), and the signal job holds a CPU for up to 30 s.
-        quick = sorted((c for c in concurrent if not c.background), key=lambda c: not c.early)
+        quick = sorted((c for c in concurrent if not c.background), key=lambda c: (not c.early, c.wide))
         for batch in (quick, [c for c in concurrent if c.background]):
             for check in batch:
                 fut = pool.submit(run_one, ctx, check)
