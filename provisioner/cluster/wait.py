@@ -84,8 +84,10 @@ def daemons_guard(cluster: Cluster, keys: Optional[List[str]] = None) -> Callabl
 
 
 def throttled(check: Callable[[], None], every: float = 0.5) -> Callable[[], None]:
-    """Run ``check`` at most every ``every`` seconds (asking a docker cluster's machines is not free)."""
-    last = [0.0]
+    """Run ``check`` at most every ``every`` seconds, the first time ``every`` seconds in
+    (asking a docker cluster's machines is not free: one exec each, ~50 ms; the daemons were
+    just started, and a wait that is done within ``every`` needs no check at all)."""
+    last = [time.monotonic()]
 
     def run() -> None:
         if time.monotonic() - last[0] >= every:
