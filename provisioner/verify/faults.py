@@ -122,6 +122,14 @@ def check_requeue_resume(ctx: VerifyContext) -> Outcome:
             return True, state
         if restarts >= 1 and not healed:
             detect_s = time.monotonic() - t_kill
+            if spare:
+                # The second run may go to the first node and a spare one, as Slurm places a
+                # requeued job wherever it fits: it runs while the heal below waits (the
+                # victim stays drained for up to 60 s) instead of after it, and the retried
+                # kill for the first run reaches only the victim. Refused: it runs on the
+                # pair once healed, as on 2 nodes.
+                ctx.client.run(["scontrol", "update", f"JobId={job.job_id}",
+                                f"ReqNodeList={pair[0]},{spare[0]}"], timeout=10)
             _heal(ctx, inj)
             healed = True
             if ref is None:
