@@ -95,9 +95,13 @@ test-unit: setup-venv setup-deploy setup-test  ## pure logic only, no daemons (t
 test-integration: setup setup-train setup-test setup-containers  ## the local backend with real daemons (tests/integration)
 	$(PY) -m pytest -q -rs tests/integration
 
-bench: setup  ## time up/down for 2..256 nodes, CI speed (test --suite basic, 1000 jobs), write docs/benchmarks*.md
+# Every figure with the machine, its load average and its floor beside it. About 15 minutes
+# on 2 cores; the docker image from nothing is left out (`scripts/bench_docker.py` alone times it).
+bench: setup setup-train setup-docker setup-containers  ## time up/down for 2..1024 nodes and memory per node, 1000 jobs, test --suite basic/all, docker up; write docs/benchmarks*.md
 	$(PY) scripts/bench.py --out docs/benchmarks.md
 	$(PY) scripts/bench_throughput.py --baseline --out docs/benchmarks-throughput.md
+	$(PY) scripts/bench_verify.py --out docs/benchmarks-verify.md
+	$(PY) scripts/bench_docker.py --skip-from-nothing --out docs/benchmarks-docker.md
 
 # Not part of `make test`: SOAK_MINUTES (default 30) of random faults against a job
 # stream on a 4-node --fast-failure --accounting cluster; writes docs/reliability.md.
