@@ -17,6 +17,7 @@ import os
 import shutil
 import signal
 import socket
+import stat
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
@@ -97,6 +98,14 @@ class Runner:
         the caller's PATH), else ``name`` for the machine's own PATH to find (a container's
         root has the sbin directories on its PATH)."""
         return name
+
+    def make_gpu_devices(self, dev_dir: str, ids: Iterable[int]) -> None:
+        """Fake GPUs: character devices ``dev_dir``/nvidiaN (major 195, minor N, mode 666)
+        or, without the right to mknod, links to /dev/null (Slurm only checks for a
+        character device). One shell on the machine for all of them."""
+        script = "; ".join(f"mknod -m 666 {dev_dir}/nvidia{g} c 195 {g} 2>/dev/null || "
+                           f"ln -sf /dev/null {dev_dir}/nvidia{g}" for g in ids)
+        self.run(["sh", "-c", script], timeout=30)
 
     # Derived helpers: the same for every runner.
     def pid_alive(self, pid: Optional[int]) -> bool:
@@ -256,6 +265,23 @@ class HostRunner(Runner):
         except OSError as exc:
             return Result(argv, NOT_FOUND, "", f"{argv[0]}: {exc.strerror or exc}")
         return Result(argv, proc.returncode, proc.stdout, proc.stderr)
+
+    def make_gpu_devices(self, dev_dir, ids) -> None:
+        # The same as Runner's shell, by system calls: a process per device cost ~2 ms each
+        # (64 nodes: 0.13 s of up).
+        for g in ids:
+            path = f"{dev_dir}/nvidia{g}"
+            try:
+                os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(195, g))
+                os.chmod(path, 0o666)  # mknod's mode is cut by the umask
+            except FileExistsError:
+                pass
+            except OSError:
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
+                os.symlink("/dev/null", path)
 
     def start_daemon(self, argv, log_path, env=None) -> int:
         with open(log_path, "ab") as out:

@@ -93,9 +93,7 @@ def make_fake_gpus(up: UpRun, nodes: Optional[List[str]] = None) -> None:
     gpus_of = dict(by_machine.values())
 
     def make(key: str) -> None:
-        script = "; ".join(f"mknod -m 666 {c.paths.dev}/nvidia{g} c 195 {g} 2>/dev/null || "
-                           f"ln -sf /dev/null {c.paths.dev}/nvidia{g}" for g in gpus_of[key])
-        c.runner(key).run(["sh", "-c", script], timeout=30)
+        c.runner(key).make_gpu_devices(c.paths.dev, gpus_of[key])
     on_each_machine(c, [k for k, gpus in gpus_of.items() if gpus], make)
 
 
