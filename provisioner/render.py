@@ -274,6 +274,15 @@ def render_all(spec: ClusterSpec, inputs: RenderInputs) -> Dict[str, str]:
     return {out: env.get_template(tpl).render(**ctx) for out, tpl in templates.items()}
 
 
+def gres_per_node(spec: ClusterSpec, inputs: RenderInputs) -> Dict[str, str]:
+    """{node: gres.conf with that node's lines only} for every node with GPUs: the template
+    rendered for one node at a time (the local backend shows each node its own)."""
+    env = _environment()
+    ctx = build_context(spec, inputs)
+    template = env.get_template(TEMPLATES["gres.conf"])
+    return {node["name"]: template.render(**dict(ctx, nodes=[node])) for node in ctx["nodes"] if node["gpus"]}
+
+
 def redact_secrets(text: str) -> str:
     """A config file's text with its passwords replaced, fit for a bug report."""
     return _SECRET_LINE.sub(r"\1<redacted>", text)
@@ -284,6 +293,8 @@ def write_files(files: Dict[str, str], out_dir: Path) -> List[Path]:
     written = []
     for name, text in files.items():
         path = out_dir / name
+        if "/" in name:  # a file of a subdirectory (names.NODE_GRES_DIR, ...)
+            path.parent.mkdir(parents=True, exist_ok=True)
         if name in SECRET_FILES:  # never readable by others, not even for a moment
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.fchmod(fd, 0o600)

@@ -303,3 +303,15 @@ def test_no_op_epilog_unless_the_spec_sets_one():
     conf = render_all(spec, fixed_inputs(spec))["slurm.conf"]
     assert [x for x in conf_lines(conf) if x.replace(" ", "").startswith("Epilog=")] == \
         ["Epilog = /opt/site/epilog.sh"]
+
+
+def test_gres_per_node_has_each_nodes_lines_only():
+    from provisioner.render import gres_per_node
+    spec, inputs = cases()["partitions"]
+    full = [line for line in lines(render_all(spec, inputs)["gres.conf"]) if line.startswith("NodeName=")]
+    own = gres_per_node(spec, inputs)
+    assert sorted(own) == ["node1", "node2", "node3", "node4"]
+    assert [line for line in lines(own["node3"]) if line.startswith("NodeName=")] == \
+        [line for line in full if line.startswith("NodeName=node3 ")]
+    # Together they are the cluster's gres.conf, line for line.
+    assert sorted(line for text in own.values() for line in lines(text) if line.startswith("NodeName=")) == sorted(full)

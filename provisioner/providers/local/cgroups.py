@@ -133,9 +133,21 @@ def create(tag: str, nodes: Dict[str, List[int]], gpus: Iterable[int] = ()) -> N
             if c == "cpuset":
                 _copy_cpuset(d.parent, d)
             elif c == "devices":
-                for g in all_gpus:
-                    if g not in nodes[n]:
-                        (d / "devices.deny").write_text(f"c {NVIDIA_MAJOR}:{g} rwm")
+                _deny(d / "devices.deny", [g for g in all_gpus if g not in nodes[n]])
+
+
+def _deny(path: Path, minors: List[int]) -> None:
+    """One devices.deny rule per GPU minor (the kernel takes one rule per write), through one
+    open file: N nodes with a GPU each are N*(N-1) rules (65,280 at 256 nodes), and an
+    open and close per rule cost ~2 s of a 256-node `up`."""
+    if not minors:
+        return
+    fd = os.open(path, os.O_WRONLY)
+    try:
+        for g in minors:
+            os.write(fd, f"c {NVIDIA_MAJOR}:{g} rwm".encode())
+    finally:
+        os.close(fd)
 
 
 def remove(tag: str) -> List[str]:

@@ -37,7 +37,7 @@ from provisioner.providers.local import preflight
 from provisioner.providers.local.ports import allocate_ports
 from provisioner.providers.local.processes import cluster_pids, node_pids, terminate
 from provisioner.providers.local import cgroups, names, network
-from provisioner.render import AccountingInputs, RenderInputs, shape_is_real
+from provisioner.render import AccountingInputs, RenderInputs, gres_per_node, shape_is_real, write_files
 
 
 OPENMPI_PARAMS_FILE = "openmpi-mca-params.conf"  # in the cluster's etc/
@@ -72,6 +72,23 @@ def _network(state: ClusterState) -> Optional[network.Network]:
 
 def _tag(state: ClusterState) -> str:
     return network.tag_of(str(state.layout.root))
+
+
+def _node_gres(state: ClusterState) -> bool:
+    """Whether the nodes get a gres.conf each (names.node_gres_files): nodes in namespaces
+    of their own (as root, or in a user namespace) and GPUs on some node."""
+    return state.provider_data.get("resolver") == names.NAMESPACE and \
+        any(n.gpus for n in state.cluster_spec.nodes)
+
+
+def _write_node_files(state: ClusterState) -> None:
+    """Write what the placement's prefix names for each node: its fstab and gres.conf."""
+    placement = Placement.from_dict(state.placement)
+    if not _node_gres(state) or not any(names.NODE_FSTAB_DIR in a for a in placement.slurmd_prefix):
+        return
+    files = names.node_gres_files(placement.extra_files[names.FSTAB_FILE],
+                                  gres_per_node(state.cluster_spec, placement.render), str(state.layout.etc))
+    write_files(files, state.layout.etc)
 
 
 class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
@@ -147,6 +164,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
             # Placed once, here: every host fact it needs is read now and kept in the state.
             state.placement = self.placement(state).to_dict()
             state.save()  # the ports (and the subnet) are taken once the state file records them
+            _write_node_files(state)
         self._make_machines(state)
 
     def _make_network(self, spec: ClusterSpec, state: ClusterState, others: List[ClusterState],
@@ -220,8 +238,12 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
         prefix = []
         if in_namespace:
             extra_files[names.FSTAB_FILE] = names.node_fstab(mounts, mounts_cg if use_cgroups else [])
+            # Nodes with GPUs: each its own fstab, which shows it its own gres.conf
+            # (names.node_gres_files, written by _write_node_files).
+            fstab = f"{layout.etc}/{names.NODE_FSTAB_DIR}/{NODE_TOKEN}.fstab" if _node_gres(state) \
+                else str(layout.etc / names.FSTAB_FILE)
             prefix = names.namespace_prefix(
-                str(layout.etc / names.FSTAB_FILE), os.getuid(), os.getgid(), init, str(layout.spool),
+                fstab, os.getuid(), os.getgid(), init, str(layout.spool),
                 netns=network.netns_path(net.tag, NODE_TOKEN) if net else None,
                 cgroup_join=cgroups.join_script(_tag(state)) if use_cgroups else None,
                 cgroup_procs=cgroups.procs_files(_tag(state)) if use_cgroups else (), starter=names.node_starter())
@@ -320,6 +342,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
         if state.provider_data.get("cgroups"):
             cgroups.create(_tag(state), {n.name: list(n.gpus) for n in spec.nodes}, cgroups.host_gpu_minors())
         state.placement = self.placement(state).to_dict()
+        _write_node_files(state)
 
     def remove_machines(self, state: ClusterState, spec: ClusterSpec, nodes: List[str]) -> None:
         """Undo add_machines for ``nodes`` (whose daemons were stopped): what is left of their

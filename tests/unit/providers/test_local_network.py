@@ -126,3 +126,13 @@ def test_kernel_limits_are_raised_for_many_namespaces_and_never_lowered(tmp_path
     assert network.kernel_room(1025) == ""  # nothing to do the second time
     monkeypatch.setattr(network, "BACKLOG_SYSCTL", str(tmp_path / "absent" / "backlog"))
     assert "could not raise" in network.kernel_room(2000)
+
+
+def test_each_node_with_gpus_gets_its_own_gres_conf_over_the_clusters():
+    files = names.node_gres_files("# shared\nA B none bind 0 0\n", {"node2": "NodeName=node2 Name=gpu File=/d/nvidia1\n"},
+                                  "/st/c x/etc")
+    assert files["gres.d/node2.conf"] == "NodeName=node2 Name=gpu File=/d/nvidia1\n"
+    # The shared mounts first, then the node's own gres.conf over the one slurmd reads.
+    assert files["node-mounts.d/node2.fstab"] == (
+        "# shared\nA B none bind 0 0\n/st/c\\040x/etc/gres.d/node2.conf /st/c\\040x/etc/gres.conf none bind 0 0\n")
+    assert sorted(files) == ["gres.d/node2.conf", "node-mounts.d/node2.fstab"]
