@@ -275,12 +275,13 @@ def render_all(spec: ClusterSpec, inputs: RenderInputs) -> Dict[str, str]:
 
 
 def gres_per_node(spec: ClusterSpec, inputs: RenderInputs) -> Dict[str, str]:
-    """{node: gres.conf with that node's lines only} for every node with GPUs: the template
-    rendered for one node at a time (the local backend shows each node its own)."""
+    """{node: gres.conf with that node's lines only} for every node (none for a node without
+    GPUs): the template rendered for one node at a time (the local backend shows each node
+    its own)."""
     env = _environment()
     ctx = build_context(spec, inputs)
     template = env.get_template(TEMPLATES["gres.conf"])
-    return {node["name"]: template.render(**dict(ctx, nodes=[node])) for node in ctx["nodes"] if node["gpus"]}
+    return {node["name"]: template.render(**dict(ctx, nodes=[node])) for node in ctx["nodes"]}
 
 
 def redact_secrets(text: str) -> str:

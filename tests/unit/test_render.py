@@ -315,3 +315,10 @@ def test_gres_per_node_has_each_nodes_lines_only():
         [line for line in full if line.startswith("NodeName=node3 ")]
     # Together they are the cluster's gres.conf, line for line.
     assert sorted(line for text in own.values() for line in lines(text) if line.startswith("NodeName=")) == sorted(full)
+
+
+def test_gres_per_node_names_every_node_one_without_gpus_gets_no_lines():
+    from provisioner.render import gres_per_node
+    spec = spec_from({"name": "mix", "nodes": [{"name": "gpu1", "gpus": [0]}, {"name": "cpu1"}]})
+    own = gres_per_node(spec, fixed_inputs(spec))
+    assert sorted(own) == ["cpu1", "gpu1"] and "NodeName=" not in own["cpu1"] and "NodeName=gpu1 " in own["gpu1"]
