@@ -175,9 +175,10 @@ def node_fstab(mounts: List[Tuple[str, str]], extra: Optional[List[str]] = None)
 
 def node_gres_files(shared_fstab: str, gres_of: Dict[str, str], etc: str) -> Dict[str, str]:
     """The files that show each node a gres.conf of its own lines only (none for a node
-    without GPUs; every node of ``gres_of`` gets its files): for node N with gres text T, NODE_GRES_DIR/N.conf = T and NODE_FSTAB_DIR/N.fstab = the
-    shared fstab plus a bind of that file over ``etc``/gres.conf, the one slurmd reads
-    (beside slurm.conf). Keys relative to the config directory ``etc``.
+    without GPUs; every node of ``gres_of`` gets its files): for node N with gres text T,
+    NODE_GRES_DIR/N.conf = T and NODE_FSTAB_DIR/N.fstab = the shared fstab plus a bind of
+    that file over ``etc``/gres.conf, the one slurmd reads (beside slurm.conf). Keys
+    relative to the config directory ``etc``.
 
     Why: a node's GPUs are device files of its own, so gres.conf has a line per GPU per
     node, and every slurmd parses the whole file when it starts: at 256 nodes with a GPU

@@ -72,7 +72,6 @@ class _Route:
                                  RT_SCOPE_UNIVERSE, RTN_UNICAST, 0)
                      + _attr(RTA_GATEWAY, socket.inet_aton(gateway)) + _attr(RTA_OIF, struct.pack("i", index)))
 
-
     def add_neighbour(self, index: int, addr: str, mac: str) -> None:
         """A permanent ARP entry (`ip neigh replace ADDR lladdr MAC dev IF nud permanent`)."""
         self.request(RTM_NEWNEIGH, NLM_F_CREATE | NLM_F_REPLACE,

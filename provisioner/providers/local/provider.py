@@ -81,10 +81,10 @@ def _node_gres(state: ClusterState) -> bool:
         any(n.gpus for n in state.cluster_spec.nodes)
 
 
-def _write_node_files(state: ClusterState) -> None:
-    """Write what the placement's prefix names for each node: its fstab and gres.conf."""
-    placement = Placement.from_dict(state.placement)
-    if not _node_gres(state) or not any(names.NODE_FSTAB_DIR in a for a in placement.slurmd_prefix):
+def _write_node_files(state: ClusterState, placement: Placement) -> None:
+    """Write what ``placement``'s prefix names for each node (where it names a fstab per
+    node, _node_gres): its fstab and gres.conf."""
+    if not any(names.NODE_FSTAB_DIR in a for a in placement.slurmd_prefix):
         return
     files = names.node_gres_files(placement.extra_files[names.FSTAB_FILE],
                                   gres_per_node(state.cluster_spec, placement.render), str(state.layout.etc))
@@ -162,9 +162,10 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
                 (layout.spool / node.name).mkdir(exist_ok=True)
                 (layout.root / "tmp" / node.name).mkdir(parents=True, exist_ok=True)  # its TmpFS
             # Placed once, here: every host fact it needs is read now and kept in the state.
-            state.placement = self.placement(state).to_dict()
+            placement = self.placement(state)
+            state.placement = placement.to_dict()
             state.save()  # the ports (and the subnet) are taken once the state file records them
-            _write_node_files(state)
+            _write_node_files(state, placement)
         self._make_machines(state)
 
     def _make_network(self, spec: ClusterSpec, state: ClusterState, others: List[ClusterState],
@@ -341,8 +342,9 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
             network.create(net, [n for n in nodes if n in network.missing(net)])
         if state.provider_data.get("cgroups"):
             cgroups.create(_tag(state), {n.name: list(n.gpus) for n in spec.nodes}, cgroups.host_gpu_minors())
-        state.placement = self.placement(state).to_dict()
-        _write_node_files(state)
+        placement = self.placement(state)
+        state.placement = placement.to_dict()
+        _write_node_files(state, placement)
 
     def remove_machines(self, state: ClusterState, spec: ClusterSpec, nodes: List[str]) -> None:
         """Undo add_machines for ``nodes`` (whose daemons were stopped): what is left of their
