@@ -14,7 +14,6 @@ read, and lock nothing.
 from __future__ import annotations
 
 import contextlib
-import sys
 import time
 from typing import Callable, Dict, Iterator, List, Optional
 
@@ -25,11 +24,11 @@ from provisioner.cluster.state import ClusterState, all_states, locked
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import ClusterConflict, ClusterNotFound, SimclusterError, UsageError
 from provisioner.paths import ClusterLayout
+from provisioner.progress import stderr as progress_stderr
 from provisioner.providers import Provider, provider_named, registered_providers
 
 
-def _stderr(msg: str) -> None:
-    print(msg, file=sys.stderr, flush=True)
+_stderr = progress_stderr
 
 
 def find_state(name: str, providers: Optional[List[Provider]] = None) -> Optional[ClusterState]:

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import sys
 
 import click
 
+from provisioner.progress import stderr as progress_stderr
 
 
 @click.command("deploy")
@@ -33,6 +33,6 @@ def command(inventory, config_path, check, training, insecure):
     See ansible/inventory.example.ini and docs/deploy.md.
     """
     from provisioner.deploy.apply import deploy  # lazy: Ansible's modules load only here
-    summary = deploy(inventory, config_path, lambda m: print(m, file=sys.stderr, flush=True), check=check,
+    summary = deploy(inventory, config_path, progress_stderr, check=check,
                      training=training, insecure_host_keys=insecure)
     click.echo(summary.line())

@@ -3,13 +3,13 @@
 
 from __future__ import annotations
 
-import sys
 import time
 
 import click
 
 from provisioner.config.versions import DEFAULT_SLURM, normalize
 from provisioner.errors import UsageError
+from provisioner.progress import stderr as progress_stderr
 
 
 @click.group("image")
@@ -38,7 +38,7 @@ def build(train, offline, no_cache, slurm):
         raise UsageError(f"--slurm: {exc}") from None
     from provisioner.providers.docker.image import build_image, installed_slurm  # lazy: the docker SDK loads only here
     t0 = time.monotonic()
-    tag = build_image(lambda m: print(m, file=sys.stderr, flush=True), train=train, offline=offline,
+    tag = build_image(progress_stderr, train=train, offline=offline,
                       no_cache=no_cache, slurm=release)
     click.echo(f"built {tag} (Slurm {installed_slurm(tag)}) in {time.monotonic() - t0:.1f}s")
 

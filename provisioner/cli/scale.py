@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 
 import click
 
 from provisioner.cli.common import check_name
 from provisioner.errors import UsageError
+from provisioner.progress import stderr as progress_stderr
 
 
 def _node_list(value):
@@ -80,8 +80,7 @@ def command(name, nodes, add_, remove_, cpus, memory, gpus, drain, force, wait):
         raise UsageError(f"--cpus {cpus}: a node needs at least one CPU")
     name = name or "default"
 
-    def progress(msg: str) -> None:
-        print(msg, file=sys.stderr, flush=True)
+    progress = progress_stderr
     with locked(name):
         c = load(name)
         timeout = wait or c.spec.wait

@@ -13,13 +13,13 @@ reason, and a failed `up` with an error, once per request, without trying again.
 from __future__ import annotations
 
 import secrets
-import sys
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from provisioner import clusters, providers
 from provisioner.config import load_spec
 from provisioner.config.overrides import spec_overrides
 from provisioner.errors import ClusterNotFound, SimclusterError
+from provisioner.progress import stderr as progress_stderr
 from provisioner.testing import owners
 from provisioner.testing.handle import SlurmCluster
 
@@ -176,4 +176,4 @@ class ClusterPool:
 
 def stderr_progress(line: str) -> None:
     """up's and down's progress lines: captured with the test that made the cluster."""
-    print(line, file=sys.stderr, flush=True)
+    progress_stderr(line)

@@ -288,3 +288,23 @@ def test_render_writes_configs_without_starting_anything(sim_home, tmp_path):
     assert "NodeName=node[6-7]" in conf and "Port=[17016-17017]" in conf and "CPUs=112" in conf
     assert "File=/dev/nvidia7" in (tmp_path / "r" / "gres.conf").read_text()
     assert daemons_under(sim_home) == [] and not (sim_home / "seed").exists()
+
+
+def test_up_whose_reader_went_away_still_makes_the_whole_cluster(sim_home):
+    """`simcluster up 2>&1 | head -1`: the progress lines after the first meet a closed pipe.
+    A failed write used to abort up half-way (network namespaces made, nothing started, no
+    state saved to remove them by); now the cluster comes up and down removes all of it."""
+    import subprocess
+
+    from tests.conftest import SIMCLUSTER
+    env = dict(os.environ, SIMCLUSTER_HOME=str(sim_home))
+    env.pop("SLURM_CONF", None)
+    cmd = " ".join(SIMCLUSTER) + " up --name piped --nodes 2 2>&1 | head -1"
+    first = subprocess.run(["bash", "-c", cmd], env=env, stdout=subprocess.PIPE, text=True, timeout=120).stdout
+    assert first.strip(), "up printed nothing"
+    status = run_cli(["status", "--name", "piped", "--json"], sim_home, check=True)
+    nodes = json.loads(status.stdout)["nodes"]
+    assert sorted(n["name"] for n in nodes) == ["node1", "node2"], status.stdout
+    assert json.loads(status.stdout)["healthy"], status.stdout
+    run_cli(["down", "--name", "piped"], sim_home, check=True)
+    assert daemons_under(sim_home / "piped") == []

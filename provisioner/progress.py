@@ -1,0 +1,33 @@
+"""Progress lines on standard error, for every command that prints them (up, start, scale,
+image build, deploy, the pytest plugin's clusters).
+
+A reader that goes away (`simcluster up 2>&1 | head -1`) closes the pipe: the next write
+fails with EPIPE. Progress is a courtesy, the work is not: a failed write must not abort an
+`up` half-way (namespaces made, daemons not yet started) or the rollback that would clear
+it. So the first failed write silences progress for the rest of the command and the work
+goes on; the command's own result and errors still go where they would.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+_silenced = False
+
+
+def stderr(msg: str) -> None:
+    """Print ``msg`` and a newline on standard error now; nothing once the reader is gone."""
+    global _silenced
+    if _silenced:
+        return
+    try:
+        print(msg, file=sys.stderr, flush=True)
+    except (BrokenPipeError, ValueError, OSError):
+        # ValueError: stderr was closed. Python's own flush at exit would fail once more
+        # and print "Exception ignored": point stderr at /dev/null instead.
+        _silenced = True
+        try:
+            sys.stderr = open(os.devnull, "w")
+        except OSError:  # pragma: no cover - no /dev/null
+            pass
