@@ -37,7 +37,8 @@ TEMPLATES = {
 }
 TASK_PROLOG = "task_prolog.sh"  # rendered only where the inputs ask for a TaskProlog
 # Rendered only where the inputs name a container plugin (cluster/containers.py).
-PLUGSTACK_TEMPLATES = {"plugstack.conf": "plugstack.conf.j2"}
+# epilog.sh: the cluster's Epilog, which also removes a job's named containers.
+PLUGSTACK_TEMPLATES = {"plugstack.conf": "plugstack.conf.j2", "epilog.sh": "epilog.sh.j2"}
 # Slurm's own OCI containers (srun --container=BUNDLE, cluster/oci.py), rendered with them:
 # oci.conf beside slurm.conf, where slurmstepd reads it, and the runtime script it names.
 OCI_TEMPLATES = {"oci.conf": "oci.conf.j2", "oci_runtime.sh": "oci_runtime.sh.j2"}
@@ -248,7 +249,7 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
     # never loads one, keeps exactly these keys; the templates test `containers is defined`.
     if inputs.containers_plugin:
         ctx["containers"] = {"plugin": inputs.containers_plugin, "plugstack": f"{paths.etc}/plugstack.conf",
-                             "state_dir": f"{paths.root}/containers"}
+                             "state_dir": f"{paths.root}/containers", "epilog": f"{paths.etc}/epilog.sh"}
     # oci.conf wherever a provider judged container support, also where it found none: Slurm
     # silently runs `srun --container` outside any container when there is no oci.conf, so
     # there the runtime script refuses the step with the provider's one line instead.

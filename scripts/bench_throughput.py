@@ -19,9 +19,8 @@ counts other work. `others` is the share of the cores that other work kept busy 
 
 With --baseline, 2 and 3 are measured again on the same cluster after removing the
 Epilog line from its slurm.conf (`scontrol reconfigure`): the scheduling as it was before
-the no-op Epilog, under the same load. Where the container plugin is loaded, its job
-epilog still makes slurmd report each job's end at once, so there the baseline differs
-from the tuned run only by the Epilog's own fork (docs/benchmarks-throughput.md). The host is shared: the load average is printed
+the Epilog, under the same load (with the container plugin the Epilog is the script that
+also removes named containers, docs/benchmarks-throughput.md). The host is shared: the load average is printed
 with every number. Uses its own SIMCLUSTER_HOME; every cluster goes down at the end.
 
 Usage: python scripts/bench_throughput.py [--out docs/benchmarks-throughput.md]

@@ -17,7 +17,7 @@
  *  - per task after Slurm dropped to the user (slurm_spank_task_init): --container-remap-root
  *    maps the user to uid 0 in a user namespace of its own, as enroot does;
  *  - the step's overlay is unmounted at its end (slurm_spank_exit), its upper directory
- *    removed unless named; named containers go at the end of the job (slurm_spank_job_epilog).
+ *    removed unless named; named containers go at the end of the job (the cluster's Epilog, epilog.sh.j2).
  *
  * Plugin arguments (plugstack.conf): state_dir=DIR (required: where images and containers live).
  */
@@ -1004,25 +1004,7 @@ int slurm_spank_exit(spank_t sp, int ac, char **av)
     return 0;
 }
 
-/* The job's end, on each node: its named containers go. */
-int slurm_spank_job_epilog(spank_t sp, int ac, char **av)
-{
-    char dir[PATH_MAX], prefix[32], path[PATH_MAX + 256];
-    uint32_t job;
-    if (parse_args(ac, av) || get_u32(sp, S_JOB_ID, &job))
-        return 0;
-    snprintf(dir, sizeof(dir), "%s/data", state_dir);
-    snprintf(prefix, sizeof(prefix), "%u.", job);
-    DIR *d = opendir(dir);
-    if (!d)
-        return 0;
-    for (struct dirent *e; (e = readdir(d));) {
-        if (strncmp(e->d_name, prefix, strlen(prefix)))
-            continue;
-        /* Also the overlay of a step killed before its exit hook. */
-        snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
-        remove_container(path);
-    }
-    closedir(d);
-    return 0;
-}
+/* No slurm_spank_job_epilog: a plugin that has one makes slurmd start `slurmstepd spank
+ * epilog` at the end of every job on every node, container or not (2-3 ms of CPU and a
+ * 10 ms wait per job). A job's named containers are removed by the cluster's Epilog
+ * script instead (configs/templates/epilog.sh.j2), which slurmd runs anyway. */

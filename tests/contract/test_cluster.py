@@ -28,9 +28,10 @@ BUNDLE = {"config/slurm.conf", "config/gres.conf", "config/cgroup.conf",
 EXTRAS = {
     "local": [r"config/hosts", r"config/task_prolog\.sh", r"config/openmpi-mca-params\.conf",
               r"config/node-mounts\.fstab", r"config/resolv\.conf", r"config/fake-gpus\.json",
-              r"config/plugstack\.conf", r"config/oci\.conf", r"config/oci_runtime\.sh",
+              r"config/plugstack\.conf", r"config/epilog\.sh", r"config/oci\.conf", r"config/oci_runtime\.sh",
               r"logs/[\w.-]+\.out"],
-    "docker": [r"config/hosts", r"config/fake-gpus\.json", r"config/plugstack\.conf", r"config/oci\.conf",
+    "docker": [r"config/hosts", r"config/fake-gpus\.json", r"config/plugstack\.conf", r"config/epilog\.sh",
+               r"config/oci\.conf",
                r"config/oci_runtime\.sh", r"logs/[\w.-]+\.out", r"logs/munged-node\d+\.log", r"docker-inspect\.json",
                r"containers/simcluster-[\w-]+\.log"],
 }

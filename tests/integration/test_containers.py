@@ -35,7 +35,7 @@ CONTAINER_MARKS = [
 pytestmark = CONTAINER_MARKS
 
 DOCKER_IMAGES = ("simcluster/base:bookworm", "simcluster/node:0.1.0")
-PROGRAMS = ("bash", "cat", "ls", "id", "touch", "stat", "hostname", "grep")
+PROGRAMS = ("sh", "bash", "cat", "ls", "id", "touch", "stat", "hostname", "grep")
 
 
 def _docker_image() -> str:

@@ -3,6 +3,7 @@ plugstack.conf and the PlugStackConfig line, and the plugin's C source compiling
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -99,6 +100,29 @@ def test_plugstack_only_with_a_plugin(tmp_path):
         f"required /opt/x/simcluster_pyxis.so state_dir={paths.root}/containers"
 
 
+def test_the_epilog_removes_named_containers_only_with_the_plugin(tmp_path):
+    """The plugin has no job epilog (one would start a slurmstepd at every job's end): the
+    cluster's Epilog removes the job's named containers instead, /bin/true without it."""
+    paths, files = _render(tmp_path, None)
+    assert "Epilog=/bin/true\n" in files["slurm.conf"] and "epilog.sh" not in files
+    paths, files = _render(tmp_path, "/opt/x/simcluster_pyxis.so")
+    assert f"Epilog={paths.etc}/epilog.sh\n" in files["slurm.conf"]
+    script = files["epilog.sh"]
+    assert script.startswith("#!/bin/sh\n")
+    assert f'for dir in "{paths.root}/containers/data/$SLURM_JOB_ID".*; do' in script
+    # Run it: the job's containers go, another job's stay, and it exits 0.
+    data = Path(paths.root) / "containers" / "data"
+    for name in ("12.name.keep.0", "12.name.keep.1", "123.name.keep.0", "7.0.0"):
+        (data / name / "upper").mkdir(parents=True)
+    written = tmp_path / "epilog.sh"
+    written.write_text(script)
+    proc = subprocess.run(["sh", str(written)], env=dict(os.environ, SLURM_JOB_ID="12"), capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert sorted(p.name for p in data.iterdir()) == ["123.name.keep.0", "7.0.0"]
+    proc = subprocess.run(["sh", str(written)], env=dict(os.environ, SLURM_JOB_ID="99"), capture_output=True, text=True)
+    assert proc.returncode == 0 and sorted(p.name for p in data.iterdir()) == ["123.name.keep.0", "7.0.0"]
+
+
 @pytest.mark.skipif(not Path("/usr/include/slurm/spank.h").exists() or shutil.which("gcc") is None,
                     reason="no Slurm headers or gcc: make setup-containers installs them")
 def test_the_plugin_compiles_without_warnings(tmp_path):
@@ -109,5 +133,8 @@ def test_the_plugin_compiles_without_warnings(tmp_path):
     assert proc.returncode == 0, proc.stderr
     syms = subprocess.run(["nm", "-D", str(tmp_path / "p.so")], capture_output=True, text=True).stdout
     for hook in ("slurm_spank_init_post_opt", "slurm_spank_task_init_privileged", "slurm_spank_task_init",
-                 "slurm_spank_exit", "slurm_spank_job_epilog", "slurm_spank_init"):
+                 "slurm_spank_exit", "slurm_spank_init"):
         assert f" {hook}\n" in syms
+    # A job epilog would make slurmd start one more slurmstepd at every job's end, container
+    # or not; the cluster's Epilog (epilog.sh) removes named containers instead.
+    assert " slurm_spank_job_epilog\n" not in syms
