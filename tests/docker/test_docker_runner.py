@@ -74,3 +74,21 @@ def test_pids_alive_of_a_paused_container_is_all_dead_at_once(container):
     finally:
         subprocess.run(["docker", "unpause", container], check=True, stdout=subprocess.DEVNULL)
     assert runner.pids_alive([pid], MARKER) == {pid: True}
+
+
+def test_listening_read_from_this_host_agrees_with_the_container_and_follows_a_restart(container):
+    runner = DockerExecRunner(container)
+    proc, cid = runner.host_proc()
+    assert proc and cid.startswith(subprocess.run(["docker", "inspect", "-f", "{{.Id}}", container], check=True,
+                                                  capture_output=True, text=True).stdout.strip()[:12])
+    # A port only the container listens on (its own network namespace, not this host's).
+    pid = runner.start_daemon(["python3", "-c", "import socket,time; s=socket.socket(); "
+                               "s.bind(('0.0.0.0', 47123)); s.listen(); time.sleep(60)"], "/tmp/listen.log")
+    runner.run(["sh", "-c", "for i in $(seq 50); do grep -q ':B833 ' /proc/net/tcp && exit 0; sleep 0.1; done"])
+    assert runner.listening(47123) and not runner.listening(47124)
+    assert runner._read_on_host(["net/tcp"]) is not None  # answered from this host, no exec
+    runner.kill([pid])
+    # After a restart the container's first process is another: the old path is not used.
+    subprocess.run(["docker", "restart", "-t", "0", container], check=True, stdout=subprocess.DEVNULL)
+    assert not runner.listening(47123)
+    assert runner.host_proc()[0] not in ("", proc)
