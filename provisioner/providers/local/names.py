@@ -275,9 +275,23 @@ def pid_init() -> Optional[str]:
 NODE_STARTER = REPO_ROOT / "nodestart" / "build" / "simcluster-node-start"
 
 
+NODE_STARTER_SOURCE = REPO_ROOT / "nodestart" / "simcluster-node-start.c"
+
+
 def node_starter() -> Optional[str]:
     """simcluster-node-start's path where it is built, else None (`up` then starts nodes
-    through the chain of standard programs it replaces: the same nodes, more CPU per start)."""
+    through the chain of standard programs it replaces: the same nodes, more CPU per start).
+    A build older than its source (a checkout updated since `make setup`) is not used: it
+    may lack an option this code passes."""
+    try:
+        built = NODE_STARTER.stat().st_mtime
+    except OSError:
+        return None
+    try:
+        if NODE_STARTER_SOURCE.stat().st_mtime > built:
+            return None
+    except OSError:
+        pass  # no source beside it: an installed build
     return str(NODE_STARTER) if os.access(NODE_STARTER, os.X_OK) else None
 
 
@@ -327,7 +341,10 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
     that in one process, the same system calls in the same order (``cgroup_procs``: the
     files join_script writes to): seven programs loaded per node start become one, and
     mount(8)'s parsing of the machine's mount table (every node's network namespace is a
-    mount in it) goes; at 1024 nodes that chain cost more CPU than slurmd's own start.
+    mount in it) goes; at 1024 nodes that chain cost more CPU than slurmd's own start. The
+    starter is then also the node's pid 1 itself (its --init: tini's reaping and passing on
+    of signals, one program fewer loaded per node); ``init`` only says that a PID namespace
+    is wanted.
     """
     if uid == 0 and init and starter:
         opts = ["--net", netns] if netns else []
@@ -336,7 +353,8 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
         opts += ["--fstab", fstab, "--hostname", NODE_TOKEN]
         if spool:
             opts += ["--tmpfs", f"{spool}/{NODE_TOKEN}"]
-        return [starter, *opts, "--", init, "--"]
+        # --init: the starter is the node's pid 1 itself (tini's work, one exec fewer).
+        return [starter, *opts, "--init", "--"]
     pid_ns = ["--pid", "--fork", "--kill-child", "--mount-proc"] if init else []
     unshare, sh = find_binary("unshare") or "unshare", find_binary("sh") or "/bin/sh"
     argv = [init, "--", sh, "-c", script(_NAMESPACE_PID_SCRIPT), fstab, spool or ""] if init \

@@ -86,12 +86,12 @@ def test_the_node_starter_replaces_the_chain_where_it_is_built(sbin, tmp_path, m
     argv = daemons.slurmd_argv(c, "node1")
     assert argv[0] == str(starter)
     # The same fstab and spool tmpfs as the chain's shell script, the node's host name, then
-    # tini as pid 1 and the absolute slurmd behind it.
+    # the starter itself as pid 1 (--init, no tini) and the absolute slurmd behind it.
     assert argv[argv.index("--fstab") + 1] == f"{c.state.root}/etc/node-mounts.fstab"
     assert argv[argv.index("--hostname") + 1] == "node1"
     assert argv[argv.index("--tmpfs") + 1] == f"{c.state.root}/spool/node1"
-    rest = argv[argv.index("--"):]
-    assert rest[:3] == ["--", "/usr/bin/tini", "--"] and rest[3] == f"{sbin}/slurmd"
+    rest = argv[argv.index("--init"):]
+    assert rest[:2] == ["--init", "--"] and rest[2] == f"{sbin}/slurmd" and "/usr/bin/tini" not in argv
     assert "unshare" not in " ".join(argv) and "-c" not in argv
     # Without a PID namespace (no tini) the chain stays: the starter always makes one.
     monkeypatch.setattr(names, "pid_init", lambda: None)
