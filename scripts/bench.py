@@ -209,7 +209,7 @@ NODE_HOLDERS = {"tini", "tini-static", "docker-init", "unshare", "simcluster-nod
 
 def node_processes_pss(pids: Dict[str, int]) -> float:
     """PSS (MB) of everything a node runs at rest, per node: its slurmd and the processes
-    that hold its namespaces (simcluster-node-start or unshare, and tini), found as the
+    that hold its namespaces (simcluster-node-start outside and as pid 1, or unshare and tini), found as the
     ancestors of each slurmd up to pid 1's children."""
     def parent_and_name(pid: int) -> Tuple[int, str]:
         try:
@@ -615,7 +615,8 @@ def report(results: Dict[int, Dict], mach: Dict[str, str]) -> str:
             "processes that map it, so the sum of PSS is the memory really used. `all daemons "
             "PSS / node` also spreads slurmctld and munged over the nodes.", "",
             "`node PSS` is everything one node runs at rest: its slurmd and the processes that hold "
-            "its namespaces (simcluster-node-start and tini).", "",
+            "its namespaces (simcluster-node-start, twice: outside and as the node's pid 1; unshare and tini "
+            "where it is not built).", "",
             f"| nodes | slurmd RSS mean (max) | target ≤ {RSS_TARGET_MB:g} | of which shared / private "
             "| slurmd PSS | node PSS | target | all daemons PSS / node | slurmctld + munged RSS / PSS "
             "| raw plain slurmd RSS / PSS | raw tuned slurmd RSS / PSS | `up` CLI max RSS |",
