@@ -4,8 +4,9 @@ image build, deploy, the pytest plugin's clusters).
 A reader that goes away (`simcluster up 2>&1 | head -1`) closes the pipe: the next write
 fails with EPIPE. Progress is a courtesy, the work is not: a failed write must not abort an
 `up` half-way (namespaces made, daemons not yet started) or the rollback that would clear
-it. So the first failed write silences progress for the rest of the command and the work
-goes on; the command's own result and errors still go where they would.
+it. So the first failed write silences standard error for the rest of the command (what
+would still be written there has no reader) and the work goes on; the command's result
+still goes to standard output where that is open.
 """
 
 from __future__ import annotations
