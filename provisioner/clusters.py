@@ -28,9 +28,6 @@ from provisioner.progress import stderr as progress_stderr
 from provisioner.providers import Provider, provider_named, registered_providers
 
 
-_stderr = progress_stderr
-
-
 def find_state(name: str, providers: Optional[List[Provider]] = None) -> Optional[ClusterState]:
     """The state of cluster ``name``: its state file, else one of ``providers`` (default: every
     backend that answers here) that still finds it."""
@@ -69,7 +66,7 @@ def open_cluster(name: str, ssh: Optional[str] = None, ssh_key: Optional[str] = 
 
 
 def up(spec: ClusterSpec, provider: Provider, retain: bool = False, recreate: bool = False,
-       progress: Callable[[str], None] = _stderr) -> str:
+       progress: Callable[[str], None] = progress_stderr) -> str:
     """Create cluster ``spec`` and wait until it is ready; return the summary line.
 
     On an existing cluster with the same spec, `up` repairs it in place (dead daemons start
@@ -118,7 +115,7 @@ def stop(name: str, grace: float = 15.0) -> str:
         return lifecycle.stop(c, grace)
 
 
-def start(name: str, progress: Callable[[str], None] = _stderr, timeout: Optional[float] = None) -> str:
+def start(name: str, progress: Callable[[str], None] = progress_stderr, timeout: Optional[float] = None) -> str:
     """Start a stopped cluster (or one whose daemons died, e.g. after a reboot) in place."""
     with locked(name):
         c = _existing(name, "started")

@@ -444,6 +444,8 @@ def gpu_flags(nodes: int) -> List[str]:
     """A fake GPU per node (a distinct device each, as --fake-gpus K numbers them) up to
     MAX_FAKE_GPUS nodes; bigger clusters have none."""
     return ["--fake-gpus", str(nodes)] if nodes <= MAX_FAKE_GPUS else []
+
+
 MAX_FAILED_UPS = 2
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import click
 
 from provisioner.cli.common import check_name
@@ -80,7 +79,6 @@ def command(name, nodes, add_, remove_, cpus, memory, gpus, drain, force, wait):
         raise UsageError(f"--cpus {cpus}: a node needs at least one CPU")
     name = name or "default"
 
-    progress = progress_stderr
     with locked(name):
         c = load(name)
         timeout = wait or c.spec.wait
@@ -90,9 +88,9 @@ def command(name, nodes, add_, remove_, cpus, memory, gpus, drain, force, wait):
             raise UsageError("--remove: no node named", "e.g. --remove node3,node4")
         if count:
             joining = scale.new_nodes(c.spec, count, cpus=cpus, memory=mem, gpus=gpu_ids)
-            _, line = scale.add(c, joining, progress, timeout)
+            _, line = scale.add(c, joining, progress_stderr, timeout)
         elif leaving:
-            _, line = scale.remove(c, leaving, progress, timeout, force=force, drain=drain)
+            _, line = scale.remove(c, leaving, progress_stderr, timeout, force=force, drain=drain)
         else:
             line = f"cluster '{name}' has {len(c.spec.nodes)} nodes already (nothing to do)"
     click.echo(line)

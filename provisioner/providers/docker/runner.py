@@ -18,6 +18,7 @@ import sys
 import tarfile
 import threading
 import time
+from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 from docker.errors import DockerException
@@ -227,7 +228,7 @@ class DockerExecRunner(Runner):
                 pid, cid = info["State"].get("Pid") or 0, info["Id"]
                 if not pid:
                     return found  # not running: asked again next time
-                if cid in open(f"/proc/{pid}/cgroup").read():
+                if cid in Path(f"/proc/{pid}/cgroup").read_text():
                     found = (f"/proc/{pid}", cid)
             except (DockerException, OSError, KeyError):
                 pass
@@ -242,9 +243,9 @@ class DockerExecRunner(Runner):
         if not path:
             return None
         try:
-            if cid not in open(f"{path}/cgroup").read():
+            if cid not in Path(path, "cgroup").read_text():
                 raise OSError("no longer the container's process")
-            return b"".join(open(f"{path}/{n}", "rb").read() for n in names)
+            return b"".join(Path(path, n).read_bytes() for n in names)
         except OSError:
             _HOST_PROC.pop(self.container, None)
             return None

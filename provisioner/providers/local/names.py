@@ -273,8 +273,6 @@ def pid_init() -> Optional[str]:
 
 # simcluster-node-start (nodestart/): where `make setup` builds it in a checkout.
 NODE_STARTER = REPO_ROOT / "nodestart" / "build" / "simcluster-node-start"
-
-
 NODE_STARTER_SOURCE = REPO_ROOT / "nodestart" / "simcluster-node-start.c"
 
 
