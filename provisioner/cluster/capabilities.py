@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, List
+from typing import TYPE_CHECKING, Any, Dict, List
 
 from provisioner.cluster.state import ClusterState
 from provisioner.errors import UsageError
@@ -92,6 +92,27 @@ class ExtraLogs(ABC):
         """Versions of this backend's own software for versions.txt (docker engine)."""
 
 
+class BootsDaemons(ABC):
+    """Machines that start the cluster's daemons themselves as they first start (a
+    container's entrypoint), so that the daemons start while the other machines still
+    come up. The plan is the steps' own (cluster/steps.py: boot_plan): the same command
+    lines, environments and log files. provision makes the machines without starting them
+    where it can (boots() then holds); `up`'s "machines" step, after the configs are
+    written, hands the plan over and starts them (boot_machines); the steps that follow
+    then adopt each daemon instead of starting it (the runner's start_daemon returns the
+    booted daemon's pid; a daemon that did not start is started as on every backend).
+    Without it: the steps start every daemon."""
+
+    @abstractmethod
+    def boots(self, state: ClusterState) -> bool:
+        """Were this cluster's machines made to start their daemons (and not started yet)?"""
+
+    @abstractmethod
+    def boot_machines(self, state: ClusterState, plan: Dict[str, List[Any]]) -> None:
+        """Give each machine its part of ``plan`` ({machine key: [steps.Boot, ...]}, in start
+        order) and start the machines."""
+
+
 class ReadOnly(ABC):
     """Clusters simcluster did not start and does not change (`simcluster deploy`'s, over
     SSH): no pids, no state directory, no config directory on this host, no repairs.
@@ -108,7 +129,7 @@ class ReadOnly(ABC):
         """{file name: contents} of the cluster's config directory, read where it is."""
 
 
-CAPABILITIES = (Machines, Stoppable, NodeProcesses, Pausable, Orphans, ExtraLogs, ReadOnly)
+CAPABILITIES = (Machines, Stoppable, NodeProcesses, Pausable, Orphans, ExtraLogs, ReadOnly, BootsDaemons)
 
 
 def machines_running(provider: object, state: ClusterState) -> Dict[str, bool]:

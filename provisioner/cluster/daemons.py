@@ -6,6 +6,7 @@ benchmark's raw baseline (scripts/bench.py) prints the same ones into a shell lo
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
 from provisioner.cluster.handle import Cluster, log_name
@@ -75,19 +76,57 @@ def slurmdbd_argv(cluster: Cluster) -> List[str]:
     return [*cluster.placement.controller_prefix, f"{cluster.paths.run}/slurmdbd", "-D"]
 
 
+@dataclass(frozen=True)
+class Launch:
+    """One daemon as its machine starts it: its command line, whole environment and log
+    file. The steps start it through the runner; a machine that starts its daemons itself
+    (cluster/capabilities.py: BootsDaemons) gets the very same."""
+
+    key: str  # the daemon's key in the state ("munged", "slurmctld", "slurmd:node1")
+    argv: List[str]
+    env: Dict[str, str]
+    log: str
+
+
+def launch(cluster: Cluster, key: str, argv: List[str], env: Optional[Dict[str, str]] = None,
+           output: str = ".out") -> Launch:
+    """Daemon ``key`` with ``argv``: the cluster's daemon environment plus ``env``, output
+    to log/<name><output>."""
+    full_env = cluster.daemon_env()
+    full_env.update(env or {})
+    return Launch(key, argv, full_env, f"{cluster.paths.log}/{log_name(key)}{output}")
+
+
+def munged_launch(cluster: Cluster, runner_key: str) -> Launch:
+    """munged on machine ``runner_key``: in the foreground it logs to stderr only, so that
+    is its log file."""
+    key = munged_key(runner_key)
+    return launch(cluster, key, munged_argv(cluster, key), output=".log")
+
+
+def slurmctld_launch(cluster: Cluster) -> Launch:
+    return launch(cluster, "slurmctld", slurmctld_argv(cluster))
+
+
+def slurmd_launch(cluster: Cluster, node: str) -> Launch:
+    return launch(cluster, f"slurmd:{node}", slurmd_argv(cluster, node), env=slurmd_env(cluster, node))
+
+
+def start_launch(cluster: Cluster, what: Launch, own_pid: Optional[Callable[[int], int]] = None) -> int:
+    """Start ``what`` on its runner and record its pid in the state. ``own_pid`` maps the
+    started pid to the daemon's own where the argv forks first."""
+    pid = cluster.daemon_runner(what.key).start_daemon(what.argv, what.log, what.env)
+    if own_pid:
+        pid = own_pid(pid)
+    cluster.state.pids[what.key] = pid
+    return pid
+
+
 def start(cluster: Cluster, key: str, argv: List[str], env: Optional[Dict[str, str]] = None,
           output: str = ".out", own_pid: Optional[Callable[[int], int]] = None) -> int:
     """Start daemon ``key`` on its runner, record its pid in the state; output to log/<name><output>.
     ``own_pid`` maps the started pid to the daemon's own where the argv forks first."""
-    runner = cluster.daemon_runner(key)
-    full_env = cluster.daemon_env()
-    full_env.update(env or {})
-    out = f"{cluster.paths.log}/{log_name(key)}{output}"
-    pid = runner.start_daemon(argv, out, full_env)
-    if own_pid:
-        pid = own_pid(pid)
-    cluster.state.pids[key] = pid
-    return pid
+    return start_launch(cluster, launch(cluster, key, argv, env, output), own_pid)
 
 
 def wait_usable(cluster: Cluster, key: str, what: str, ready, timeout: float) -> None:

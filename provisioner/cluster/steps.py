@@ -15,8 +15,10 @@ from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Tuple
 
 from provisioner.cluster import accounting, daemons, rest
+from provisioner.cluster.capabilities import BootsDaemons
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.placement import CONTROLLER
+from provisioner.cluster.state import ClusterState
 from provisioner.cluster.wait import nodes_ready
 from provisioner.render import render_all, write_files
 
@@ -102,8 +104,7 @@ def start_munged(up: UpRun, machines: Optional[List[str]] = None) -> None:
     c = up.cluster
 
     def start(key: str) -> None:
-        # In the foreground munged logs to stderr only, so that is its log file.
-        daemons.start(c, daemons.munged_key(key), daemons.munged_argv(c, daemons.munged_key(key)), output=".log")
+        daemons.start_launch(c, daemons.munged_launch(c, key))
         runner = c.runner(key)
         daemons.wait_usable(c, daemons.munged_key(key), "create its socket",
                             lambda: runner.exists(c.paths.munge_socket), 10.0)
@@ -112,7 +113,7 @@ def start_munged(up: UpRun, machines: Optional[List[str]] = None) -> None:
 
 def start_slurmctld(up: UpRun) -> None:
     c = up.cluster
-    daemons.start(c, "slurmctld", daemons.slurmctld_argv(c))
+    daemons.start_launch(c, daemons.slurmctld_launch(c))
     runner, port = c.runner(), c.state.controller_port
     addr = c.placement.controller_addr
     daemons.wait_usable(c, "slurmctld", f"listen on port {port}", lambda: runner.listening(port, addr), 20.0)
@@ -123,8 +124,7 @@ def start_slurmds(up: UpRun, nodes: Optional[List[str]] = None) -> None:
     is checked later."""
     c = up.cluster
     names = c.node_names if nodes is None else nodes
-    on_each_machine(c, names, lambda node: daemons.start(c, f"slurmd:{node}", daemons.slurmd_argv(c, node),
-                                                         env=daemons.slurmd_env(c, node)))
+    on_each_machine(c, names, lambda node: daemons.start_launch(c, daemons.slurmd_launch(c, node)))
     # Where the prefix forks (a PID namespace per node), each slurmd's own pid is found once
     # every node was started: the nodes' start chains (namespaces, mounts, cgroups) then run
     # side by side, not one after another while each pid is awaited.
@@ -138,8 +138,53 @@ def _accounting(c: Cluster) -> bool:
     return c.spec.accounting
 
 
+@dataclass(frozen=True)
+class Boot:
+    """A daemon that its machine starts itself (BootsDaemons), exactly as its step would.
+    Before starting it the machine waits until ``needs`` exist (its files: the munge key, the
+    munge socket, fake GPU devices) and, where ``after_controller``, until slurmctld takes
+    connections (a slurmd that finds no controller tries again only a second later).
+    ``port``: the daemon takes connections once it listens there (what other machines'
+    after_controller waits for)."""
+
+    launch: daemons.Launch
+    needs: Tuple[str, ...] = ()
+    after_controller: bool = False
+    port: int = 0
+
+
+def boot_plan(c: Cluster) -> Dict[str, List[Boot]]:
+    """{machine key: the daemons it starts itself, in the steps' order}: munged on every
+    machine that runs one, then, without accounting (whose database and slurmdbd come
+    between), slurmctld on the controller and each node's slurmd. What the steps wait for
+    between them, each machine waits for itself (Boot.needs). The daemons of the database
+    and the REST API are always started by their steps."""
+    p = c.paths
+    plan: Dict[str, List[Boot]] = {}
+    for key in c.placement.munged_on:
+        plan.setdefault(key, []).append(Boot(daemons.munged_launch(c, key), needs=(p.munge_key,)))
+    if c.spec.accounting:
+        return plan
+    munge = (p.munge_socket,)
+    plan.setdefault(CONTROLLER, []).append(Boot(daemons.slurmctld_launch(c), needs=munge,
+                                                port=c.state.controller_port))
+    for node in c.spec.nodes:
+        # runner.make_gpu_devices names them so (the fake-gpus step makes them after the machines start)
+        gpus = tuple(f"{p.dev}/nvidia{g}" for g in node.gpus) if c.spec.fake_gpus else ()
+        slurmd = daemons.slurmd_launch(c, node.name)
+        plan.setdefault(ClusterState.runner_key(slurmd.key), []).append(Boot(slurmd, needs=munge + gpus,
+                                                                             after_controller=True))
+    return plan
+
+
+def _boots(c: Cluster) -> bool:
+    return isinstance(c.provider, BootsDaemons) and c.provider.boots(c.state)
+
+
 STEPS: Tuple[Step, ...] = (
     Step("configs", lambda c: "writing configs and munge key", write_configs),
+    Step("machines", lambda c: f"starting {len(c.spec.nodes) + 1} machines (each starts its own daemons)",
+         lambda up: up.cluster.provider.boot_machines(up.cluster.state, boot_plan(up.cluster)), _boots),
     Step("fake-gpus", lambda c: f"making {len(c.spec.all_gpus)} fake GPU devices", make_fake_gpus,
          lambda c: c.spec.fake_gpus and bool(c.spec.all_gpus)),
     Step("munged", lambda c: "starting munged" + (f" on {len(c.placement.munged_on)} machines"
@@ -187,4 +232,4 @@ def run_steps(up: UpRun) -> None:
     c.state.save()
 
 
-__all__ = ["STEPS", "Step", "UpRun", "run_steps", "steps_for", "CONTROLLER"]
+__all__ = ["STEPS", "Boot", "Step", "UpRun", "boot_plan", "run_steps", "steps_for", "CONTROLLER"]

@@ -8,7 +8,7 @@ top of these.
 The core is Provider's abstract methods: a subclass that leaves one out cannot be
 instantiated (TypeError), and tests/unit/providers/test_base.py checks every registered
 provider. The capabilities are small classes too; a provider inherits those it
-has (Machines, Stoppable, NodeProcesses, Pausable, Orphans, ExtraLogs, ReadOnly: defined
+has (Machines, Stoppable, NodeProcesses, Pausable, Orphans, ExtraLogs, ReadOnly, BootsDaemons: defined
 in provisioner/cluster/capabilities.py, so that cluster/ checks them without importing
 the providers, and re-exported here), and callers ask ``isinstance(provider, Capability)``.
 Without one, the caller does what the capability's docstring says (the documented
@@ -20,8 +20,9 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Callable, List, Optional
 
-from provisioner.cluster.capabilities import (CAPABILITIES, ExtraLogs, Machines, NodeProcesses, Orphans,  # noqa: F401
-                                              Pausable, ReadOnly, Stoppable, daemons_alive, machines_running)
+from provisioner.cluster.capabilities import (CAPABILITIES, BootsDaemons, ExtraLogs, Machines,  # noqa: F401
+                                              NodeProcesses, Orphans, Pausable, ReadOnly, Stoppable, daemons_alive,
+                                              machines_running)
 from provisioner.cluster.jobfiles import HostDirFiles, JobFiles
 from provisioner.cluster.placement import Placement
 from provisioner.cluster.runner import Runner

@@ -42,6 +42,14 @@ def networks(name: str) -> list:
                           stdout=subprocess.PIPE, text=True, check=True).stdout.split()
 
 
+def daemon_counts(container: str) -> dict:
+    """{program: how many run} of the cluster's daemons in ``container`` (a daemon started
+    twice, by the container's boot and by a step, shows as 2)."""
+    out = subprocess.run(["docker", "exec", container, "ps", "-eo", "comm"], stdout=subprocess.PIPE, text=True,
+                         check=True).stdout.split()
+    return {d: out.count(d) for d in ("munged", "slurmctld", "slurmd") if d in out}
+
+
 @pytest.fixture
 def docker_cluster(sim_home):
     """Factory for docker clusters that are always removed."""

@@ -14,7 +14,7 @@ import uuid
 import pytest
 
 from tests.conftest import run_cli
-from tests.docker.conftest import LABEL, docker_ids, networks
+from tests.docker.conftest import LABEL, daemon_counts, docker_ids, networks
 
 pytestmark = pytest.mark.integration
 
@@ -61,6 +61,15 @@ def test_docker_cluster_runs_jobs_and_resolves_node_names(docker_cluster, sim_ho
     inspect = json.loads(subprocess.run(["docker", "inspect", *ids], stdout=subprocess.PIPE, text=True).stdout)
     assert sorted(c["Config"]["Hostname"] for c in inspect) == ["node1", "node2", "slurmctld"]
     assert not any(c["HostConfig"]["Privileged"] for c in inspect)
+    # Each container started its own daemons at its first start (docs/docker.md: its boot),
+    # and `up` adopted them: each daemon runs once, with the pid the state records.
+    assert daemon_counts(f"simcluster-{name}-ctl") == {"munged": 1, "slurmctld": 1}
+    for node in ("node1", "node2"):
+        assert daemon_counts(f"simcluster-{name}-{node}") == {"munged": 1, "slurmd": 1}
+    pids = json.loads((sim_home / name / "state.json").read_text())["pids"]
+    booted = subprocess.run(["docker", "exec", f"simcluster-{name}-ctl", "sh", "-c",
+                             "cat /run/simcluster-boot/*.pid"], stdout=subprocess.PIPE, text=True).stdout.split()
+    assert sorted(booted) == sorted([str(pids["munged"]), str(pids["slurmctld"])])
 
     out = run_cli(["exec", "--name", name, "--", "srun", "-N2", "--gres=gpu:1", "bash", "-c",
                    "echo $(hostname):$CUDA_VISIBLE_DEVICES"], sim_home, check=True)

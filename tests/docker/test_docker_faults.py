@@ -12,7 +12,7 @@ import time
 import pytest
 
 from tests.conftest import run_cli, wait_for
-from tests.docker.conftest import docker_module_cluster
+from tests.docker.conftest import daemon_counts, docker_module_cluster
 
 UP_ARGS = ["--backend", "docker", "--nodes", "2", "--fast-failure", "--accounting"]
 
@@ -68,6 +68,9 @@ def test_stop_start_keeps_jobs_and_a_restarted_container_is_repaired(dc):
     assert dc.cli("fault", "kill", "node1", check=False).returncode == 2
     started = dc.cli("start").stdout
     assert "started" in started and "3 machines" in started
+    # A container started again does not boot again: `start` started each daemon once.
+    assert daemon_counts(f"simcluster-{dc.name}-ctl") == {"munged": 1, "slurmctld": 1}
+    assert daemon_counts(f"simcluster-{dc.name}-node2") == {"munged": 1, "slurmd": 1}
     assert dc.job(held, "JobState") == "PENDING"
     again = dc.cli("start", check=False)
     assert again.returncode == 2 and "already running" in again.stderr
@@ -77,6 +80,7 @@ def test_stop_start_keeps_jobs_and_a_restarted_container_is_repaired(dc):
     assert dc.status()["controller"]["alive"] is False
     repaired = run_cli(["up", "--name", dc.name, *UP_ARGS], dc.home, check=True, timeout=300).stdout
     assert "repaired" in repaired and "slurmctld" in repaired and "slurmd:" not in repaired
+    assert daemon_counts(f"simcluster-{dc.name}-ctl") == {"munged": 1, "slurmctld": 1}
     assert dc.job(held, "JobState") == "PENDING"
     dc.slurm("scontrol", "release", held)
     wait_for("the held job", lambda: dc.job(held, "JobState") == "COMPLETED")

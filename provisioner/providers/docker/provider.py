@@ -1,8 +1,11 @@
 """Docker provider: a controller container and one container per node on a private network.
 
-Provisioning only makes idle containers (their entrypoint sleeps): the shared steps then
-start munged, slurmctld and slurmd (and the accounting database) in them through
-DockerExecRunner, as on every backend. Container hostnames are the node names (and
+Provisioning makes the containers without starting them (with an image that can boot);
+the shared steps write the configs, then start them (BootsDaemons: boot_machines), and
+each container's entrypoint starts munged and slurmctld or slurmd from the steps' own plan
+at its first start, while the others still start; the steps adopt those daemons and start
+the rest (the accounting database, a restarted container's daemons) through
+DockerExecRunner, as on every backend (docs/docker.md: the containers' boot). Container hostnames are the node names (and
 "slurmctld" for the controller), so MASTER_ADDR from `scontrol show hostnames` resolves
 through Docker's DNS. Configs are mounted read-only at /etc/simcluster, and at /etc/slurm
 where Slurm's commands find them without SLURM_CONF, as on a production node; a shared
@@ -26,6 +29,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -40,15 +44,16 @@ from provisioner.cluster.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
 from provisioner.cluster.placement import CONTROLLER, Placement
 from provisioner.cluster.scale import Scalable
 from provisioner.cluster.state import ClusterState
+from provisioner.cluster.steps import Boot
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
 from provisioner.paths import ClusterLayout
-from provisioner.providers.base import (ExtraLogs, Machines, NodeProcesses, Orphans, Pausable, Progress, Provider,
-                                         Stoppable)
+from provisioner.providers.base import (BootsDaemons, ExtraLogs, Machines, NodeProcesses, Orphans, Pausable,
+                                         Progress, Provider, Stoppable)
 from provisioner.providers.docker import engine, image
 from provisioner.providers.docker.engine import (LABEL_CLUSTER, LABEL_FAKE, LABEL_GPUS, LABEL_NODE, LABEL_ROLE,
                                                  LABEL_SPEC, LABEL_SPEC_JSON, LABEL_STATE, client, explain)
-from provisioner.providers.docker.runner import DockerExecRunner, forget
+from provisioner.providers.docker.runner import DockerExecRunner, boot_id, forget
 from provisioner.render import AccountingInputs, RenderInputs, shape_is_real
 
 CONTROLLER_HOST = "slurmctld"
@@ -65,6 +70,60 @@ CONTAINER_PATHS = NodePaths(etc=CONFIG_MOUNT, log="/var/log/slurm", run="/run/sl
                             state_save="/var/spool/slurmctld", munge_key=f"{CONFIG_MOUNT}/munge.key",
                             munge_socket=MUNGE_DEFAULT_SOCKET,  # munge's default: client commands find it
                             munge_dir="/run/munge", dev="/dev", db_dir="/var/lib/simcluster-db", root=SHARED_MOUNT)
+
+
+# The boot scripts (boot_script) in the config directory: /etc/simcluster/boot/<machine>.sh.
+BOOT_DIR = "boot"
+# Where the controller's boot says its slurmctld takes connections, for the nodes' boots
+# (each container has its own network; the shared directory is the one they all see).
+BOOT_MARKS = ".simcluster-boot"
+CONTROLLER_READY = f"{SHARED_MOUNT}/{BOOT_MARKS}/slurmctld-listening"
+# How long a boot waits for each thing it needs (60 s in steps of 10 ms).
+BOOT_WAIT_STEPS = 6000
+
+
+def boot_script(key: str, boots: List[Boot], ready: str = CONTROLLER_READY) -> str:
+    """The shell script with which container ``key``'s entrypoint starts its daemons (its
+    first argument: the boot directory, BOOT_STATE in the container). Each daemon is
+    started as DockerExecRunner.start_daemon starts it (setsid, its log appended to, the
+    launch's environment added to the container's) once what it needs exists; its pid is
+    written to <boot_id>.pid (whole, by rename) once the process is the daemon itself
+    (its command line is the daemon's, not the shell's or setsid's), which is what
+    start_daemon adopts. A wait that runs out ends the script: the steps then start what is
+    left, and report what is wrong. ``ready``: the file the controller's boot makes once
+    slurmctld listens (Boot.port), which the nodes' boots wait for (Boot.after_controller)."""
+    lines = [
+        "#!/bin/sh",
+        f"# Written by `simcluster up`: the daemons of machine {key}, as the steps of `up` start them",
+        "# (provisioner/cluster/steps.py: boot_plan; docs/docker.md). $1: the boot directory.",
+        'd="$1"',
+        f'await() {{ n=0; while [ ! -e "$1" ]; do n=$((n+1)); if [ $n -gt {BOOT_WAIT_STEPS} ]; then '
+        'echo "gave up waiting for $1" >&2; exit 1; fi; sleep 0.01; done; }',
+        # /proc/net/tcp: no connection is made, so the daemon logs nothing (Runner.listening).
+        'listening() { awk -v p="$1" \'{ split($2, a, ":"); if (a[2] == p && $4 == "0A") f = 1 } END { exit !f }\' '
+        '/proc/net/tcp /proc/net/tcp6 2>/dev/null; }',
+        # $1 id, $2 pid, $3 the daemon's program: the pid is written once the process runs it.
+        'started() { n=0; while [ -e "/proc/$2" ] && [ $n -le 1000 ]; do '
+        'case "$(tr "\\0" " " <"/proc/$2/cmdline" 2>/dev/null)" in "$3 "*) break;; esac; '
+        'n=$((n+1)); sleep 0.002; done; '
+        'echo "$2" >"$d/$1.tmp" && mv "$d/$1.tmp" "$d/$1.pid"; }',
+    ]
+    for boot in boots:
+        launch = boot.launch
+        lines.append(f"# {launch.key}")
+        for need in boot.needs:
+            lines.append(f"await {shlex.quote(need)}")
+        if boot.after_controller:
+            lines.append(f"await {shlex.quote(ready)}")
+        env = " ".join(shlex.quote(f"{k}={v}") for k, v in launch.env.items())
+        lines.append(f"env {env} setsid {' '.join(map(shlex.quote, launch.argv))} >>{shlex.quote(launch.log)} 2>&1 "
+                     "</dev/null &")
+        lines.append(f"started {boot_id(launch.argv, launch.log, launch.env)} $! {shlex.quote(launch.argv[0])}")
+        if boot.port:
+            lines.append(f"n=0; until listening {boot.port:04X}; do n=$((n+1)); "
+                         f"[ $n -le {BOOT_WAIT_STEPS} ] || exit 1; sleep 0.01; done")
+            lines.append(f": >{shlex.quote(ready)}")
+    return "\n".join(lines) + "\n"
 
 
 # Why a cluster's nodes get no cgroup limits (Placement.node_cgroups), by cause.
@@ -116,7 +175,8 @@ def container_config(spec: ClusterSpec, layout: ClusterLayout, image_tag: str, n
     config: Dict = dict(
         image=image_tag, name=container_name(spec.name, node), hostname=node or CONTROLLER_HOST,
         network=network_name(spec.name), detach=True, init=True,  # docker-init reaps exec'd daemons
-        environment={"SLURM_CONF": f"{CONFIG_MOUNT}/slurm.conf"},
+        # SIMCLUSTER_MACHINE: the runner key, which names the container's boot script.
+        environment={"SLURM_CONF": f"{CONFIG_MOUNT}/slurm.conf", "SIMCLUSTER_MACHINE": node or CONTROLLER},
         volumes={str(layout.etc): {"bind": CONFIG_MOUNT, "mode": "ro"},
                  str(layout.root / "shared"): {"bind": SHARED_MOUNT, "mode": "rw"}},
         mounts=[Mount(ETC_SLURM, str(layout.etc), type="bind", read_only=True)],
@@ -216,7 +276,8 @@ def _slurm_flag(spec: ClusterSpec) -> str:
     return "" if release == image.DEFAULT_SLURM else f" --slurm {release}"
 
 
-class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orphans, ExtraLogs, Scalable):
+class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orphans, ExtraLogs, Scalable,
+                     BootsDaemons):
     name = "docker"
     poll_s = 0.5  # each poll is an exec round trip
 
@@ -266,33 +327,77 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
             raise explain(exc, f"creating network {network_name(spec.name)}") from None
 
         apparmor = "apparmor" in (facts.get("security") or "").split(",")
+        labels = image.image_labels(tag) or {}
+        # Images that can boot (the entrypoint starts the daemons `up` plans for it) are only
+        # made here; the "machines" step starts them once the configs are written
+        # (boot_machines). Older images are started at once, their daemons by the steps.
+        boot = "boot" in image.image_features(labels)
+        state.provider_data["boot"] = boot
 
         def create(key: str):
             config = container_config(spec, layout, tag, None if key == CONTROLLER else key, cgroups=not note,
                                       apparmor=apparmor)
             try:
+                if boot:
+                    config.pop("detach")
+                    return docker.containers.create(**config)
                 return docker.containers.run(**config)
             except DockerException as exc:
-                raise explain(exc, f"starting container {config['name']}") from None
+                raise explain(exc, f"{'making' if boot else 'starting'} container {config['name']}") from None
 
-        # All at once: the daemons start later (the steps), so no container waits for another.
+        # All at once: the daemons start later, so no container waits for another.
         with ThreadPoolExecutor(max_workers=min(16, len(keys))) as pool:
             made = list(pool.map(create, keys))
         state.provider_data["containers"] = {k: c.id for k, c in zip(keys, made)}
-        self._drop_foreign_gpus(state, [n.name for n in spec.nodes])
+        if not boot:
+            self._drop_foreign_gpus(state, [n.name for n in spec.nodes])
 
-        def probe():
-            res = self.runner(state, spec.nodes[0].name).run(["sh", "-c", MOUNT_PROBE], timeout=30)
-            return res.ok, res.stderr
+        first = spec.nodes[0].name
         # Asked once per engine, image and privileges (engine.probe_cached): a node's mounts
         # succeed or fail alike in every cluster made so.
         probe_key = "|".join(["mount", facts.get("engine") or "", made[-1].attrs.get("Image") or tag,
                               f"privileged={spec.privileged}", f"apparmor={apparmor}", MOUNT_PROBE])
-        state.provider_data["containers_note"] = containers_note(image.image_labels(tag) or {}, tag,
-                                                                 _slurm_flag(spec),
+
+        def probe():
+            if boot:  # not asked before: the first node starts now to answer (it boots nothing)
+                self.start_machines(state, [first])
+            res = self.runner(state, first).run(["sh", "-c", MOUNT_PROBE], timeout=30)
+            return res.ok, res.stderr
+        state.provider_data["containers_note"] = containers_note(labels, tag, _slurm_flag(spec),
                                                                  lambda: engine.probe_cached(probe_key, probe))
         state.placement = self.placement(state).to_dict()
-        progress(f" - network and {len(keys)} containers from {tag} ... done ({time.monotonic() - t0:.2f}s)")
+        progress(f" - network and {len(keys)} containers from {tag}{' (made, not started)' if boot else ''} ... "
+                 f"done ({time.monotonic() - t0:.2f}s)")
+
+    # -- the daemons started by the containers themselves (BootsDaemons) -------------------------
+    def boots(self, state: ClusterState) -> bool:
+        return bool(state.provider_data.get("boot"))
+
+    def boot_machines(self, state: ClusterState, plan: Dict[str, List[Boot]]) -> None:
+        """Write each container's boot script (boot_script) where its entrypoint looks, and
+        start the containers: each starts its daemons as its first start. A container that
+        is running already (provision's probe started it) boots nothing: the steps start
+        its daemons."""
+        boot_dir = state.layout.etc / BOOT_DIR
+        boot_dir.mkdir(exist_ok=True)
+        (state.layout.root / "shared" / BOOT_MARKS).mkdir(exist_ok=True)
+        for key, boots in plan.items():
+            path = boot_dir / f"{key}.sh"
+            tmp = path.with_suffix(".tmp")
+            tmp.write_text(boot_script(key, boots))
+            os.replace(tmp, path)  # whole or not at all for an entrypoint that looks now
+        keys = [CONTROLLER, *(n.name for n in state.cluster_spec.nodes)]
+        api = client().api
+
+        def start(key: str) -> None:
+            name = container_name(state.name, None if key == CONTROLLER else key)
+            try:
+                api.start(name)  # made, never started (the engine answers 304 for the probe's node)
+            except DockerException as exc:
+                raise explain(exc, f"starting container {name}") from None
+        with ThreadPoolExecutor(max_workers=min(16, len(keys))) as pool:
+            list(pool.map(start, keys))
+        self._drop_foreign_gpus(state, keys)
 
     def add_machines(self, state: ClusterState, spec: ClusterSpec, nodes: List[str], progress: Progress) -> None:
         """A node container for each of ``nodes``, as provision makes them (container_config:
@@ -313,6 +418,10 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
         state.spec = spec.to_dict()
         # Fake GPUs: nvidia-smi, mounted into the new containers, exists before them.
         fakegpus.install(spec, layout.etc)
+        # A node of that name that `up` made and `scale` removed left its boot script: the new
+        # container must not start the old node's daemons (the scale steps start its own).
+        for name in nodes:
+            (layout.etc / BOOT_DIR / f"{name}.sh").unlink(missing_ok=True)
         made: Dict[str, str] = {}
 
         def create(node: str) -> None:
@@ -415,9 +524,11 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
                 list(pool.map(drop, nodes))
 
     def runner(self, state: ClusterState, key: str) -> DockerExecRunner:
+        boots = self.boots(state)
         if key == CONTROLLER:  # the users' commands run there: it unpacks their dockerd:// images
-            return DockerExecRunner(container_name(state.name), (str(state.layout.root / "shared"), SHARED_MOUNT))
-        return DockerExecRunner(container_name(state.name, key))
+            return DockerExecRunner(container_name(state.name), (str(state.layout.root / "shared"), SHARED_MOUNT),
+                                    boots=boots)
+        return DockerExecRunner(container_name(state.name, key), boots=boots)
 
     def machines_running(self, state: ClusterState) -> Dict[str, bool]:
         found = {c.name: c.status == "running" for c in engine.containers_of(state.name)}

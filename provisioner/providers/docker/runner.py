@@ -8,7 +8,9 @@ socket, so a password fed on stdin never lands in a file or on a command line.
 
 from __future__ import annotations
 
+import hashlib
 import io
+import json
 import math
 import posixpath
 import shlex
@@ -70,15 +72,38 @@ EXEC_SCRIPT = ('case " $* " in *" --container-"*|*" sbatch "*) exec "$0" -m prov
                'esac; shift 4; exec "$@"')
 
 
-class DockerExecRunner(Runner):
-    """Container ``container`` (a name or id) of a cluster."""
+# The container's boot directory (docker/entrypoint.sh): <boot_id>.pid per daemon its boot
+# started, and "done" once the boot is over (or had nothing to do).
+BOOT_STATE = "/run/simcluster-boot"
+# How long start_daemon waits for a boot to start the daemon it asks for (the boot's own
+# waits run out after 60 s each).
+BOOT_ADOPT_TIMEOUT = 90.0
+# One exec where the container's files cannot be read from this host: "done" or "-", the
+# daemon's pid or "-", then its command line as /proc has it.
+BOOT_STATUS_SCRIPT = ('d=' + BOOT_STATE + '; if [ -e "$d/done" ]; then echo done; else echo -; fi; '
+                      'p=$(cat "$d/$1.pid" 2>/dev/null) || p=-; echo "$p"; '
+                      '[ "$p" = - ] || cat "/proc/$p/cmdline" 2>/dev/null; true')
 
-    def __init__(self, container: str, shared: Optional[Tuple[str, str]] = None):
+
+def boot_id(argv: List[str], log_path: str, env: Optional[Dict[str, str]]) -> str:
+    """The name under which a container's boot records the daemon started with exactly
+    these arguments (the provider's boot_script writes it, start_daemon looks it up)."""
+    blob = json.dumps([list(map(str, argv)), str(log_path), sorted((env or {}).items())])
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]
+
+
+class DockerExecRunner(Runner):
+    """Container ``container`` (a name or id) of a cluster. ``boots``: the container was
+    made to start its daemons itself at its first start (BootsDaemons): start_daemon adopts
+    those."""
+
+    def __init__(self, container: str, shared: Optional[Tuple[str, str]] = None, boots: bool = False):
         self.container = container
         self.where = f"container {container}"
         # The controller's: (the cluster's shared directory here, the same in the container),
         # for the container images its commands name (exec_prefix).
         self.shared = shared
+        self.boots = boots
 
     # -- the one primitive --------------------------------------------------------------------
     def _exec(self, argv: List[str], env=None, stdin: Optional[bytes] = None, timeout: Optional[float] = None,
@@ -134,10 +159,15 @@ class DockerExecRunner(Runner):
         return Result(argv, rc, out.decode(errors="replace"), text_err)
 
     def start_daemon(self, argv, log_path, env=None) -> int:
+        argv = [str(a) for a in argv]
+        pid = self._booted(argv, log_path, env) if self.boots else 0
+        if pid:
+            _STARTED.setdefault(self.container, set()).add(pid)
+            return pid
         # setsid: the daemon gets a session of its own (no signal of the exec reaches it);
         # its parent sh exits at once, so docker-init (PID 1, --init) reaps it when it ends.
         script = f'setsid "$@" >>{shlex.quote(log_path)} 2>&1 </dev/null & echo $!'
-        rc, out, err = self._exec(["sh", "-c", script, "sh", *[str(a) for a in argv]], env, timeout=None)
+        rc, out, err = self._exec(["sh", "-c", script, "sh", *argv], env, timeout=None)
         try:
             pid = int(out.split()[-1]) if rc == 0 else 0
         except (ValueError, IndexError):
@@ -145,6 +175,46 @@ class DockerExecRunner(Runner):
         if pid:
             _STARTED.setdefault(self.container, set()).add(pid)
         return pid
+
+    def _booted(self, argv: List[str], log_path: str, env) -> int:
+        """The pid of the daemon this container's boot started with exactly these arguments
+        while it runs; 0 where the boot did not start it (none planned, it failed, it died
+        since, the container was started again). While the boot is not over and has not
+        started it yet, it is waited for: starting it here too would make two."""
+        ident = boot_id(argv, log_path, env)
+        want = ("\0".join(argv) + "\0").encode()
+        deadline, delay = time.monotonic() + BOOT_ADOPT_TIMEOUT, 0.005
+        while True:
+            done, pid, cmdline = self._boot_status(ident)
+            if pid:
+                # Written once the process ran the daemon: the same command line, or it is gone.
+                return pid if cmdline == want else 0
+            if done or time.monotonic() > deadline:
+                return 0
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.05)
+
+    def _boot_status(self, ident: str) -> Tuple[bool, int, bytes]:
+        """(the boot is over, the pid it recorded for ``ident`` or 0, that process's command
+        line): read from this host where it sees the container (no exec), else one exec."""
+        root = self._host_root()
+        if root is not None:
+            state = root / BOOT_STATE.lstrip("/")
+            done = (state / "done").exists()
+            try:
+                pid = int((state / f"{ident}.pid").read_text().strip() or 0)
+            except (OSError, ValueError):
+                return done, 0, b""
+            try:
+                return done, pid, (root / "proc" / str(pid) / "cmdline").read_bytes()
+            except OSError:
+                return done, pid, b""
+        rc, out, _ = self._exec(["sh", "-c", BOOT_STATUS_SCRIPT, "sh", ident], timeout=10)
+        if rc != 0:
+            return False, 0, b""
+        head, _, rest = out.partition(b"\n")
+        pid, _, cmdline = rest.partition(b"\n")
+        return head.strip() == b"done", int(pid) if pid.strip().isdigit() else 0, cmdline
 
     def pids_alive(self, pids, marker=None) -> Dict[int, bool]:
         pids = [int(p) for p in pids if p]
@@ -234,6 +304,21 @@ class DockerExecRunner(Runner):
                 pass
             _HOST_PROC[self.container] = found
         return found
+
+    def _host_root(self) -> Optional[Path]:
+        """The container's file system as this host sees it (/proc/<pid>/root of its first
+        process, checked to still be the container's), or None where it cannot be read
+        from here."""
+        path, cid = self.host_proc()
+        if not path:
+            return None
+        try:
+            if cid in Path(path, "cgroup").read_text():
+                return Path(path, "root")
+        except OSError:
+            pass
+        _HOST_PROC.pop(self.container, None)
+        return None
 
     def _read_on_host(self, names: List[str]) -> Optional[bytes]:
         """The files ``names`` under host_proc, or None where they cannot be read from here.

@@ -132,3 +132,31 @@ def test_on_each_machine_reaches_every_machine_and_raises_a_failure():
     with pytest.raises(OSError, match="node1 is gone"):
         steps.on_each_machine(c, list(machines), act)
     assert sorted(seen) == ["controller", "node1", "node2"]  # the others still ran
+
+
+class BootingProvider(FakeProvider, steps.BootsDaemons):
+    """A provider whose machines start their own daemons (BootsDaemons), recording the plan."""
+
+    def __init__(self, boots: bool):
+        super().__init__()
+        self.booting, self.plans = boots, []
+
+    def boots(self, state):
+        return self.booting
+
+    def boot_machines(self, state, plan):
+        self.plans.append(plan)
+
+
+def test_machines_that_boot_are_started_after_the_configs_and_given_the_plan(home):
+    provider = BootingProvider(True)
+    c = make_cluster("s9", provider, fakeGpus=2)
+    assert names(c) == ["configs", "machines", "fake-gpus", *BASE[1:]]
+    next(s for s in steps_for(c) if s.name == "machines").run(UpRun(c, lambda line: None, 10.0))
+    plan = provider.plans[0]
+    assert [b.launch.key for b in plan["controller"]] == ["munged", "slurmctld"]
+    # One munged for all (the fake placement's munged_on), a slurmd per node, keyed by node.
+    assert {k: [b.launch.key for b in v] for k, v in plan.items() if k != "controller"} == {
+        n.name: [f"slurmd:{n.name}"] for n in c.spec.nodes}
+    # Made by an image that cannot boot: no machines step, the steps start every daemon.
+    assert "machines" not in names(make_cluster("s10", BootingProvider(False)))
