@@ -18,8 +18,6 @@ import json
 import os
 import re
 import shlex
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
@@ -194,6 +192,8 @@ class RestError(Exception):
 def request(url: str, path: str, user: Optional[str], tok: Optional[str], body: Any = None,
             timeout: float = 20.0) -> Any:
     """One request to slurmrestd (plain urllib, JSON in and out); RestError on an HTTP error."""
+    import urllib.error  # lazy: every command imports this module, few send a request (~20 ms)
+    import urllib.request  # lazy: the same
     headers = {"Accept": "application/json"}
     if user is not None:
         headers["X-SLURM-USER-NAME"] = user

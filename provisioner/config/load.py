@@ -6,7 +6,6 @@ import os
 from pathlib import Path
 from typing import Any, Dict, Optional
 
-import yaml
 
 from provisioner.config.types import ClusterSpec
 from provisioner.config.validate import validate
@@ -38,6 +37,7 @@ def read_yaml(path: str) -> Dict[str, Any]:
     except (OSError, UnicodeDecodeError) as exc:
         reason = "it is not UTF-8 text" if isinstance(exc, UnicodeDecodeError) else (exc.strerror or str(exc))
         raise UsageError(f"cannot read config file {path}: {reason}") from None
+    import yaml  # lazy: most commands read no YAML (~15 ms of each start)
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
