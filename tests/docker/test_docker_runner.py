@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import subprocess
+import time
 import uuid
 
 import pytest
 
 from provisioner.providers.docker import image
-from provisioner.providers.docker.runner import DockerExecRunner
+from provisioner.providers.docker.runner import DockerExecRunner, boot_id
 
 pytestmark = pytest.mark.integration
 
@@ -92,3 +93,29 @@ def test_listening_read_from_this_host_agrees_with_the_container_and_follows_a_r
     subprocess.run(["docker", "restart", "-t", "0", container], check=True, stdout=subprocess.DEVNULL)
     assert not runner.listening(47123)
     assert runner.host_proc()[0] not in ("", proc)
+
+
+@pytest.mark.parametrize("from_host", [True, False], ids=["read-from-host", "one-exec"])
+def test_start_daemon_adopts_what_the_boot_started_and_starts_the_rest(container, from_host):
+    """A container that boots (docs/docker.md): the daemon its boot recorded is adopted, not
+    started twice; one it did not record, or that died since, is started."""
+    argv, log, env = ["sleep", "63"], "/tmp/booted.log", {"SIMCLUSTER_TEST_MARK": "1"}
+    plain = DockerExecRunner(container)
+    # What the boot script does: start the daemon, record its pid under boot_id ("done" is
+    # there already: this container's entrypoint found no boot script).
+    pid = plain.start_daemon(argv, log, env)
+    plain.run(["sleep", "0.3"])
+    plain.run(["sh", "-c", f"echo {pid} > /run/simcluster-boot/{boot_id(argv, log, env)}.pid"])
+    runner = DockerExecRunner(container, boots=True)
+    if not from_host:  # as with a remote or rootless engine
+        runner.host_proc = lambda: ("", "")
+    assert runner.start_daemon(argv, log, env) == pid
+    other = runner.start_daemon(["sleep", "64"], log, env)
+    assert other != pid and runner.pids_alive([pid, other], MARKER) == {pid: True, other: True}
+    ps = runner.run(["ps", "-eo", "args"]).stdout.splitlines()
+    assert ps.count("sleep 63") == 1, ps
+    runner.kill([pid, other])
+    time.sleep(0.3)
+    again = runner.start_daemon(argv, log, env)  # the recorded one died: started anew
+    assert again != pid and runner.pids_alive([again], MARKER) == {again: True}
+    runner.kill([again])

@@ -197,8 +197,9 @@ class DockerExecRunner(Runner):
     def _boot_status(self, ident: str) -> Tuple[bool, int, bytes]:
         """(the boot is over, the pid it recorded for ``ident`` or 0, that process's command
         line): read from this host where it sees the container (no exec), else one exec."""
-        root = self._host_root()
-        if root is not None:
+        found = self._host_dir()
+        if found is not None:
+            root = found / "root"  # the container's own files, its /proc included
             state = root / BOOT_STATE.lstrip("/")
             done = (state / "done").exists()
             try:
@@ -210,8 +211,8 @@ class DockerExecRunner(Runner):
             except OSError:
                 return done, pid, b""
         rc, out, _ = self._exec(["sh", "-c", BOOT_STATUS_SCRIPT, "sh", ident], timeout=10)
-        if rc != 0:
-            return False, 0, b""
+        if rc != 0:  # no answer (a stopped container): start_daemon's own exec says what is wrong
+            return True, 0, b""
         head, _, rest = out.partition(b"\n")
         pid, _, cmdline = rest.partition(b"\n")
         return head.strip() == b"done", int(pid) if pid.strip().isdigit() else 0, cmdline
@@ -305,32 +306,28 @@ class DockerExecRunner(Runner):
             _HOST_PROC[self.container] = found
         return found
 
-    def _host_root(self) -> Optional[Path]:
-        """The container's file system as this host sees it (/proc/<pid>/root of its first
-        process, checked to still be the container's), or None where it cannot be read
-        from here."""
+    def _host_dir(self) -> Optional[Path]:
+        """host_proc's /proc/<pid>, checked to be in the container's cgroup (a container
+        started again has another first process, and its old pid may number anything), or
+        None where the container cannot be read from here."""
         path, cid = self.host_proc()
         if not path:
             return None
         try:
             if cid in Path(path, "cgroup").read_text():
-                return Path(path, "root")
+                return Path(path)
         except OSError:
             pass
         _HOST_PROC.pop(self.container, None)
         return None
 
     def _read_on_host(self, names: List[str]) -> Optional[bytes]:
-        """The files ``names`` under host_proc, or None where they cannot be read from here.
-        The process is checked to be in the container's cgroup at each read: a container
-        started again has another first process, and its old pid may number anything."""
-        path, cid = self.host_proc()
-        if not path:
+        """The files ``names`` under _host_dir, or None where they cannot be read from here."""
+        found = self._host_dir()
+        if found is None:
             return None
         try:
-            if cid not in Path(path, "cgroup").read_text():
-                raise OSError("no longer the container's process")
-            return b"".join(Path(path, n).read_bytes() for n in names)
+            return b"".join((found / n).read_bytes() for n in names)
         except OSError:
             _HOST_PROC.pop(self.container, None)
             return None
