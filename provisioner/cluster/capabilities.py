@@ -105,7 +105,9 @@ class BootsDaemons(ABC):
 
     @abstractmethod
     def boots(self, state: ClusterState) -> bool:
-        """Were this cluster's machines made to start their daemons (and not started yet)?"""
+        """Were this cluster's machines made to start their daemons at their first start?
+        Decided by provision and kept: `up` then runs the "machines" step, and the runners
+        look for booted daemons before they start one."""
 
     @abstractmethod
     def boot_machines(self, state: ClusterState, plan: Dict[str, List[Any]]) -> None:

@@ -172,33 +172,23 @@ def probe_cache() -> Path:
     return Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "simcluster" / "docker-probes.json"
 
 
-def _passed_probes() -> Dict:
-    try:
-        known = json.loads(probe_cache().read_text())
-    except (OSError, ValueError):
-        return {}
-    return known if isinstance(known, dict) else {}
-
-
-def probe_passed(key: str) -> bool:
-    """Has the probe of ``key`` passed before (probe_cached will not ask it again)?"""
-    return _passed_probes().get(key) is True
-
-
 def probe_cached(key: str, probe: Callable[[], Tuple[bool, str]]) -> Tuple[bool, str]:
     """``probe()``'s (ok, error output), asked once per ``key``: a probe that passed is not
     asked again (each is a docker exec on `up`'s critical path). ``key`` must name all that
     the answer depends on (the engine, its kernel and security options, the image, the
     container's privileges); a failed probe is always asked again, so a fixed engine is seen."""
     path = probe_cache()
-    known = _passed_probes()
-    if known.get(key) is True:
+    try:
+        known = json.loads(path.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if isinstance(known, dict) and known.get(key) is True:
         return True, ""
     ok, err = probe()
     if ok:
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fresh = {**known, key: True}
+            fresh = {**(known if isinstance(known, dict) else {}), key: True}
             tmp = path.with_name(f".{path.name}.{os.getpid()}")
             tmp.write_text(json.dumps(fresh, sort_keys=True) + "\n")
             os.replace(tmp, path)  # whole or not at all, whoever else writes it

@@ -5,12 +5,13 @@ the shared steps write the configs, then start them (BootsDaemons: boot_machines
 each container's entrypoint starts munged and slurmctld or slurmd from the steps' own plan
 at its first start, while the others still start; the steps adopt those daemons and start
 the rest (the accounting database, a restarted container's daemons) through
-DockerExecRunner, as on every backend (docs/docker.md: the containers' boot). Container hostnames are the node names (and
-"slurmctld" for the controller), so MASTER_ADDR from `scontrol show hostnames` resolves
-through Docker's DNS. Configs are mounted read-only at /etc/simcluster, and at /etc/slurm
-where Slurm's commands find them without SLURM_CONF, as on a production node; a shared
-directory at /shared in every container holds job files. Nodes with fake GPUs get
-simcluster's nvidia-smi mounted at /usr/local/bin/nvidia-smi (cluster/fakegpus).
+DockerExecRunner, as on every backend (docs/docker.md: the containers' boot). Container
+hostnames are the node names (and "slurmctld" for the controller), so MASTER_ADDR from
+`scontrol show hostnames` resolves through Docker's DNS. Configs are mounted read-only at
+/etc/simcluster, and at /etc/slurm where Slurm's commands find them without SLURM_CONF, as
+on a production node; a shared directory at /shared in every container holds job files.
+Nodes with fake GPUs get simcluster's nvidia-smi mounted at /usr/local/bin/nvidia-smi
+(cluster/fakegpus).
 
 Containers and the network are labelled (io.simcluster.cluster=<name>, role, node,
 state-dir), so clusters made by an older simcluster (no state file) are still found and
