@@ -1,7 +1,9 @@
 """Slurm's compressed host lists: ``gpu[001-128]``, ``node[1-4,7],login1``, ``r[1-2]n[01-04]``.
 
 ``expand`` gives the names in Slurm's order (bracket groups left to right, each range in
-order, zero padding as written); ``compress`` is the inverse, for short report lines.
+order, zero padding as written), split at commas, blanks and tabs outside brackets with empty
+names skipped, as Slurm's hostlist_create does; ``compress`` is the inverse, for short report
+lines. Slurm refuses text after a bracket group (``n[1-2]-ib``); this reads it as a suffix.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ class HostlistError(ValueError):
 
 
 def _split_top(expr: str) -> List[str]:
-    """Split at commas outside brackets."""
+    """Split at commas, blanks and tabs outside brackets (Slurm's hostlist separators)."""
     parts, depth, cur = [], 0, []
     for c in expr:
         if c == "[":
@@ -31,7 +33,7 @@ def _split_top(expr: str) -> List[str]:
             if not depth:
                 raise HostlistError(f"bad host list '{expr}': ']' without '['")
             depth = 0
-        if c == "," and not depth:
+        if c in ", \t" and not depth:
             parts.append("".join(cur))
             cur = []
         else:
@@ -70,7 +72,7 @@ def expand(expr: str) -> List[str]:
     names: List[str] = []
     for piece in _split_top(expr):
         if not piece:
-            raise HostlistError(f"bad host list '{expr}': an empty name between commas")
+            continue  # "n1,,n2", "n[1-2],": Slurm skips empty names
         tokens = re.split(r"(\[[^\]]*\])", piece)
         choices = [_range(expr, t[1:-1]) if t.startswith("[") else [t] for t in tokens if t]
         count = 1

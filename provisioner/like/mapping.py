@@ -95,6 +95,7 @@ class _Mapper:
         self.accounting_lines: List[Tuple[Where, str, str]] = []
         self.future: Dict[str, Where] = {}
         self.default_state: Optional[str] = None
+        self.node_default_cpus: Optional[str] = None  # a NodeName=DEFAULT's CPUs= (not Procs=)
 
     # ------------------------------------------------------------------ lines
     def run(self) -> Parsed:
@@ -139,13 +140,19 @@ class _Mapper:
     # ------------------------------------------------------------------ nodes
     def _node_line(self, line: ConfLine) -> None:
         head = line.head.strip()
-        if not head:
-            raise LikeError(f"{line.where}: NodeName line has no name", "write NodeName=node[1-4] ...")
-        values = self._options(line, keys.NODE_KEEP, keys.NODE_ALIASES, keys.NODE_DROP, "NodeName")
+        if not head or re.match(r"[A-Za-z0-9_.]+=", head):
+            # "NodeName= CPUs=8": Slurm takes the word after the blanks as the value, a node named "CPUs=8".
+            raise LikeError(f"{line.where}: NodeName line has no name"
+                            + (f" (Slurm would name the node '{head}')" if head else ""),
+                            "write NodeName=node[1-4] ...")
+        values = self._node_options(line)
         state = next((v for k, v in line.pairs[1:] if k.lower() == "state"), None)
         if head.upper() == "DEFAULT":
             for k, v in values.items():
                 self.report.keep(line.where, k, v, "default of the NodeName lines after it")
+            line_cpus = [v for k, v in line.pairs[1:] if k.lower() == "cpus"]
+            if line_cpus:
+                self.node_default_cpus = line_cpus[-1]
             self.node_defaults.update(values)
             self.default_state = state or self.default_state
             return
@@ -158,7 +165,7 @@ class _Mapper:
             more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
             raise LikeError(f"{line.where}: node name '{bad[0]}'{more} cannot be used here: {NODE_NAME_RULE}",
                             "rename the nodes in a copy of the conf (and in its partitions and gres.conf)")
-        merged = {**self.node_defaults, **values}
+        merged = self._merged_node_values(values, line)
         if (state or self.default_state or "").upper().startswith("FUTURE"):
             # Defined for later: no job runs there in production either.
             for name in names:
@@ -180,15 +187,44 @@ class _Mapper:
                 self.report.keep(line.where, k, v)
         self.report.keep(line.where, "NodeName", head, f"{len(names)} node{'s' if len(names) > 1 else ''}")
 
+    def _node_options(self, line: ConfLine) -> Dict[str, str]:
+        """The NodeName line's options; of Feature and Features (CPUs and Procs) on one line the
+        first spelling wins, as in Slurm's _parse_nodename."""
+        values = self._options(line, keys.NODE_KEEP, keys.NODE_ALIASES, keys.NODE_DROP, "NodeName")
+        for canon, preferred in (("Features", "feature"), ("CPUs", "cpus")):
+            given = [v for k, v in line.pairs[1:] if k.lower() == preferred]
+            if given:
+                values[canon] = given[-1]
+        return values
+
+    def _merged_node_values(self, values: Dict[str, str], line: ConfLine) -> Dict[str, str]:
+        """The line's values over the NodeName=DEFAULT ones, with Slurm's order for CPUs:
+        the line's CPUs, the default's CPUs, the line's Procs, the default's Procs."""
+        merged = {**self.node_defaults, **values}
+        line_cpus = any(k.lower() == "cpus" for k, _ in line.pairs[1:])
+        if not line_cpus and self.node_default_cpus is not None:
+            merged["CPUs"] = self.node_default_cpus
+        return merged
+
     def _node_shape(self, where: Where, values: Dict[str, str], count: int) -> Node:
         node = Node(name="", where=where)
+        topo = {k: _int(where, k, values[k]) for k in NODE_OPTIONS if k in values and k not in ("Weight", "TmpDisk")}
+        # Slurm's _parse_nodename: with both Sockets and SocketsPerBoard, SocketsPerBoard counts.
+        if "SocketsPerBoard" in topo:
+            sockets = topo.get("Boards", 1) * topo["SocketsPerBoard"]
+        else:
+            sockets = topo.get("Sockets")
+        cores, threads = topo.get("CoresPerSocket", 1), topo.get("ThreadsPerCore", 1)
         if "CPUs" in values:
             node.cpus = _int(where, "CPUs", values["CPUs"])
-        topo = {k: _int(where, k, values[k]) for k in NODE_OPTIONS if k in values and k not in ("Weight", "TmpDisk")}
-        if node.cpus is None and topo:
+            if sockets is not None and node.cpus not in (sockets, sockets * cores, sockets * cores * threads):
+                # slurmctld resets CPUs that match no Sockets[*CoresPerSocket[*ThreadsPerCore]].
+                self.report.note(f"{where}: CPUs={node.cpus} matches no Sockets*CoresPerSocket*ThreadsPerCore: "
+                                 f"CPUs={sockets * cores * threads}, as slurmctld resets it")
+                node.cpus = sockets * cores * threads
+        elif topo:
             # Slurm's own rule: CPUs = sockets (Sockets, or Boards x SocketsPerBoard) x cores x threads.
-            sockets = topo.get("Sockets") or topo.get("Boards", 1) * topo.get("SocketsPerBoard", 1)
-            node.cpus = sockets * topo.get("CoresPerSocket", 1) * topo.get("ThreadsPerCore", 1)
+            node.cpus = (sockets if sockets is not None else topo.get("Boards", 1)) * cores * threads
         if "RealMemory" in values:
             node.memory = _int(where, "RealMemory", values["RealMemory"])
         for k in NODE_OPTIONS:
@@ -267,8 +303,10 @@ class _Mapper:
     # ------------------------------------------------------------ partitions
     def _partition_line(self, line: ConfLine) -> None:
         head = line.head.strip()
-        if not head:
-            raise LikeError(f"{line.where}: PartitionName line has no name", "write PartitionName=gpu Nodes=...")
+        if not head or re.match(r"[A-Za-z0-9_.]+=", head):
+            raise LikeError(f"{line.where}: PartitionName line has no name"
+                            + (f" (Slurm would name the partition '{head}')" if head else ""),
+                            "write PartitionName=gpu Nodes=...")
         values = self._options(line, keys.PARTITION_KEEP, keys.PARTITION_ALIASES, keys.PARTITION_DROP,
                                "PartitionName")
         if head.upper() == "DEFAULT":

@@ -76,7 +76,6 @@ BAD = {
     "bad-hostlist.conf": "bad-hostlist.conf:2: Nodes=gpu[001-008: bad host list 'gpu[001-008': '[' is not closed",
     "unknown-node.conf": "unknown-node.conf:2: partition 'gpu' names node 'gpu005', which no NodeName line defines",
     "bad-nodename.conf": "bad-nodename.conf:2: node name 'GPU01' (and 3 more) cannot be used here",
-    "unclosed-quote.conf": "unclosed-quote.conf:2: a quote is not closed",
     "not-key-value.conf": "not-key-value.conf:3: 'Default' is not a Key=Value setting",
     "duplicate-node.conf": "duplicate-node.conf:2: node 'n4' is defined again (first at ",
     "no-nodes.conf": "no-nodes.conf: no NodeName line: there are no nodes to mirror",

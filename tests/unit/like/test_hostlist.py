@@ -17,6 +17,12 @@ from provisioner.like.hostlist import HostlistError, compress, expand
     ("a100-[01-02]", ["a100-01", "a100-02"]),
     ("gpu[1-2]-ib", ["gpu1-ib", "gpu2-ib"]),
     ("/dev/nvidia[0-3]", ["/dev/nvidia0", "/dev/nvidia1", "/dev/nvidia2", "/dev/nvidia3"]),
+    # Slurm's hostlist_create separators: commas, blanks and tabs; empty names are skipped.
+    ("n1,,n2", ["n1", "n2"]),
+    ("n[1-2], m1", ["n1", "n2", "m1"]),
+    ("n1\tn2 n3,", ["n1", "n2", "n3"]),
+    ("n[098-101]", ["n098", "n099", "n100", "n101"]),
+    ("a[01-03,10]", ["a01", "a02", "a03", "a10"]),
 ])
 def test_expand(expr, names):
     assert expand(expr) == names
@@ -33,7 +39,6 @@ def test_expand_a_production_sized_list():
     ("n[[1-2]]", "brackets inside brackets"),
     ("n[3-1]", "backwards"),
     ("n[a-b]", "not a list of numbers"),
-    ("n1,,n2", "empty name"),
     ("", "empty host list"),
     ("n[0-99999999]", "more than"),
 ])
