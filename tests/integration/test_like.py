@@ -9,8 +9,11 @@ submitted together and waited for together.
 
 from __future__ import annotations
 
+import json
 import re
 import shlex
+import subprocess
+import sys
 import time
 from typing import Dict, List
 
@@ -127,3 +130,32 @@ def test_the_seed_fragment_is_the_seed_cluster(make_cluster):
         assert f"/nvidia{gpu}" in (cluster.root / "etc" / "gres.conf").read_text()
     out = cluster.run(["sinfo", "-h", "-N", "-o", "%N %c %m %G %P"]).stdout.split("\n")
     assert out[:2] == ["node6 112 240000 gpu:1 gpu*", "node7 112 240000 gpu:1 gpu*"]
+
+
+def test_a_conf_in_slurms_own_syntax_runs_as_slurm_reads_it(make_cluster, tmp_path):
+    """Continuations joined with nothing between, includes relative to their file with %c,
+    DEFAULT records, lower-case keys, quoted lists: the mirror's slurmctld has each kept node
+    as Slurm's own parser reads the original conf (CPUs, RealMemory, Gres, features) and each
+    partition with the original's nodes that were kept."""
+    conf = CORPUS / "slurm-syntax" / "slurm.conf"
+    top = tmp_path / "top.conf"  # the reference reads the conf through a top file, as in the unit test
+    top.write_text(f"ClusterName=reference\nSlurmctldHost=localhost\ninclude {conf}\n")
+    proc = subprocess.run([sys.executable, "-m", "tests.unit.like.slurm_reference", str(top)], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, check=True)
+    ref = json.loads(proc.stdout)
+    cluster = make_cluster("--like", str(conf), "--max-nodes", "3")
+    kept = sorted(set(cluster.run(["sinfo", "-h", "-N", "-o", "%N"]).stdout.split()))
+    assert kept == ["cpu01", "cpu02", "gpu1"]
+    for record in ref["nodes"]:
+        for name in set(record["names"]) & set(kept):
+            shown = dict(re.findall(r"(\w+)=(\S*)", cluster.run(["scontrol", "show", "node", name]).stdout))
+            assert int(shown["CPUTot"]) == record["cpus"], (name, shown)
+            assert int(shown["RealMemory"]) == record["memory"], (name, shown)
+            assert shown["Gres"] == (record["gres"] or "(null)"), (name, shown)
+            assert shown["AvailableFeatures"].split(",") == [f.strip() for f in record["features"].split(",")]
+    for part in ref["partitions"]:
+        shown = cluster.run(["sinfo", "-h", "-N", "-p", part["name"], "-o", "%N"]).stdout.split()
+        original = kept if part["names"] == ["ALL"] else [n for n in part["names"] if n in kept]
+        assert sorted(set(shown)) == sorted(original), part
+        default = "Default=YES" in cluster.run(["scontrol", "show", "partition", part["name"]]).stdout
+        assert default is part["default"], part
