@@ -19,7 +19,15 @@ TORCHRUN_VALUE_OPTS = {
 DEEPSPEED_VALUE_OPTS = {"num_gpus", "num_nodes", "hostfile", "include", "exclude", "master_addr", "master_port",
                         "launcher", "node_rank", "module", "ssh_port"}
 ACCELERATE_VALUE_OPTS = {"num_processes", "num_machines", "machine_rank", "main_process_ip", "main_process_port",
-                         "config_file", "mixed_precision", "rdzv_backend", "gpu_ids", "dynamo_backend"}
+                         "config_file", "mixed_precision", "rdzv_backend", "gpu_ids", "dynamo_backend",
+                         "gradient_accumulation_steps", "max_restarts", "tee", "rdzv_conf", "monitor_interval",
+                         "role", "log_dir", "num_cpu_threads_per_process", "mpirun_hostfile",
+                         "deepspeed_config_file", "zero_stage", "offload_optimizer_device", "offload_param_device",
+                         "deepspeed_hostfile", "deepspeed_multinode_launcher", "zero3_init_flag",
+                         "zero3_save_16bit_model", "fsdp_sharding_strategy", "fsdp_auto_wrap_policy",
+                         "fsdp_transformer_layer_cls_to_wrap", "fsdp_backward_prefetch", "fsdp_state_dict_type",
+                         "fsdp_cpu_ram_efficient_loading", "fsdp_sync_module_states", "fsdp_use_orig_params",
+                         "fsdp_offload_params", "fsdp_min_num_params", "fsdp_version", "main_training_function"}
 PYTHON_FLAGS_WITH_ARG = {"-W", "-X", "-Q"}
 # launchers that start the worker processes themselves
 SPAWNING = ("torchrun", "torch.distributed.launch", "deepspeed", "accelerate")

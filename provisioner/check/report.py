@@ -1,6 +1,6 @@
 """Reading scripts, joining shellcheck's findings, and printing them compiler-style.
 
-    FILE:LINE: error|warning: what will happen on N nodes [rule]
+    FILE:LINE: error|warning|note: what will happen on N nodes [rule]
         fix: the corrected line
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from provisioner.check.parse import parse_script
-from provisioner.check.rules import ERROR, WARNING, Finding, check_script
+from provisioner.check.rules import ERROR, NOTE, WARNING, Finding, check_script
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
 
@@ -116,26 +116,28 @@ def summary(findings: Sequence[Finding], files: int, against: Optional[str] = No
     headers were judged against (check --like/--config) and whether they fit it."""
     ours = _ours(findings)
     errors = sum(1 for f in ours if f.severity == ERROR)
-    warnings = len(ours) - errors
+    notes = sum(1 for f in ours if f.severity == NOTE)
+    warnings = len(ours) - errors - notes
     sc = len(findings) - len(ours)
     what = f"{files} script{'s' if files != 1 else ''}"
+    noted = f"; {notes} note{'s' if notes != 1 else ''} on programs check cannot read" if notes else ""
     shell = f"; {sc} ShellCheck finding{'s' if sc != 1 else ''}" if sc else ""
     judged = ""
     if against:
         fit = not any(f.source == "cluster" for f in ours)
         judged = (f"; the header{'s' if files != 1 else ''} fit{'s' if files == 1 else ''} {against}" if fit
                   else f" (judged against {against})")
-    if not ours:
-        return f"{what}: no multi-node problems found{judged}{shell}"
+    if not errors and not warnings:
+        return f"{what}: no multi-node problems found{judged}{noted}{shell}"
     return (f"{what}: {errors} error{'s' if errors != 1 else ''}, {warnings} warning{'s' if warnings != 1 else ''}"
-            f"{judged}{shell}")
+            f"{judged}{noted}{shell}")
 
 
 def exit_code(findings: Sequence[Finding], strict: bool = False) -> int:
     """1 when one of our multi-node findings is an error (with ``strict``: any finding, ShellCheck's
-    included, at either level), else 0."""
+    included, at either level; notes never count), else 0."""
     if strict:
-        return 1 if findings else 0
+        return 1 if any(f.severity != NOTE for f in findings) else 0
     return 1 if any(f.severity == ERROR for f in _ours(findings)) else 0
 
 
@@ -143,8 +145,10 @@ def to_json(findings: Sequence[Finding], files: Sequence[str], extra: Optional[D
             strict: bool = False) -> Dict:
     ours = _ours(findings)
     errors = sum(1 for f in ours if f.severity == ERROR)
+    notes = sum(1 for f in ours if f.severity == NOTE)
     data = {"files": list(files), "findings": [f.to_dict() for f in findings],
-            "errors": errors, "warnings": len(ours) - errors, "shellcheck": len(findings) - len(ours),
+            "errors": errors, "warnings": len(ours) - errors - notes, "notes": notes,
+            "shellcheck": len(findings) - len(ours),
             "exit_code": exit_code(findings, strict)}
     if extra:
         data.update(extra)

@@ -22,6 +22,10 @@ from provisioner.check.shape import Shape, shape_of
 
 ERROR = "error"
 WARNING = "warning"
+# What check cannot decide: the outcome depends on a program it cannot read (an entry point not
+# beside the script, a module of an installed package). Shown, never counted as a warning, never
+# an exit status.
+NOTE = "note"
 
 # Set by Slurm per task; in the batch shell they hold the values of task 0 on the first node.
 PER_TASK_VARS = ("SLURM_PROCID", "SLURM_LOCALID", "SLURM_NODEID", "SLURMD_NODENAME", "SLURM_TASK_PID")
@@ -221,6 +225,81 @@ def _is_c10d(launch: Optional[Launch]) -> bool:
     return backend in ("c10d", "etcd", "etcd-v2", "etcd_v2")
 
 
+_DYNAMIC_RDZV = re.compile(r"--rdzv[_-]backend(?:=|\s+)['\"]?(c10d|etcd|etcd-v2|etcd_v2)\b")
+
+
+def _ignores_node_rank(launch: Optional[Launch], words: Sequence[str] = ()) -> bool:
+    """A launcher whose node (machine) rank does not matter: torchrun (or its module forms) with
+    a dynamic rendezvous, and `accelerate launch --rdzv_backend c10d`, which hands its
+    --machine_rank to torchrun as --node_rank. ``words``: the command's words, searched too
+    (an option the launcher's parse stopped before, behind one it does not know)."""
+    if launch is None or launch.kind not in ("torchrun", "torch.distributed.launch", "accelerate"):
+        return False
+    backend = (launch.opt("rdzv_backend") or "static").strip("'\"")
+    return backend in ("c10d", "etcd", "etcd-v2", "etcd_v2") or bool(_DYNAMIC_RDZV.search(" ".join(words)))
+
+
+_RANK_OPT_RE = re.compile(r"--(?:node|machine)[_-]rank")
+
+
+def _rank_opt_value(words: Sequence[str], i: int) -> bool:
+    """Whether word ``i`` is the value of --node_rank / --machine_rank (`--node_rank X`, `--node_rank=X`)."""
+    if re.match(_RANK_OPT_RE.pattern + "=", words[i]):
+        return True
+    return i > 0 and _RANK_OPT_RE.fullmatch(words[i - 1]) is not None
+
+
+def _only_as_rank_opt(text: str, name: str) -> bool:
+    """Whether every $name in ``text`` (the value of a variable that carries launcher options,
+    `DIST_ARGS="--nnodes 2 --node_rank $NODE_RANK ..."`) is the value of a node-rank option."""
+    ref = re.compile(r"\$\{?" + re.escape(name) + r"\b")
+    words = text.replace('"', " ").replace("'", " ").split()
+    hits = [i for i, w in enumerate(words) if ref.search(w)]
+    return bool(hits) and all(_rank_opt_value(words, i) for i in hits)
+
+
+_WRAPPER_WORD = re.compile(r"(bash|sh|env|exec|-\w+|\w+=\S*)")
+
+
+def _launch_in(words: Sequence[str]) -> Optional[Launch]:
+    """The launch in ``words`` past what only wraps it: `bash -c`, `env`, `exec`, `VAR=value`
+    prefixes (`bash -c "ACCELERATE_LOG_LEVEL=info accelerate launch ..."` rebuilt from `srun $CMD`)."""
+    for i, w in enumerate(words):
+        launch = classify(words[i:])
+        if launch is not None:
+            return launch
+        if not _WRAPPER_WORD.fullmatch(w):
+            return None
+    return None
+
+
+def _launch_with_vars(ctx: Context, cmd: Command) -> Optional[Launch]:
+    """The launch ``cmd`` makes with the variables that carry its options expanded
+    (`srun torchrun $DIST_ARGS train.py`, DIST_ARGS="--rdzv_backend c10d ..." set before)."""
+    words: List[str] = []
+    for w in cmd.argv:
+        text = w.flat()
+        m = re.fullmatch(r'"?\$\{?(\w+)\}?"?', text)
+        a = ctx.script.assignment_before(m.group(1), cmd.seq) if m else None
+        if a is not None and a.value is not None:
+            words.extend(a.value.flat().replace('"', " ").split())
+        else:
+            words.append(w.literal() or text)
+    return classify(words)
+
+
+def _ignores_node_rank_with_vars(ctx: Context, cmd: Command) -> bool:
+    launch = _launch_with_vars(ctx, cmd)
+    if launch is None:
+        return False
+    words = []
+    for w in cmd.argv:
+        m = re.fullmatch(r'"?\$\{?(\w+)\}?"?', w.flat())
+        a = ctx.script.assignment_before(m.group(1), cmd.seq) if m else None
+        words.append(a.value.flat() if a is not None and a.value is not None else w.flat())
+    return _ignores_node_rank(launch, words)
+
+
 def _opt_word_indexes(launch: Launch, name: str) -> Tuple[int, ...]:
     if name not in launch.opts:
         return ()
@@ -276,10 +355,10 @@ def _vars_reaching_expanded(ctx: Context, cmd: Command) -> Optional[set]:
         return None
     out = set()
     for c in synth:
-        launch = classify(c.words())
-        ignored = _opt_word_indexes(launch, "node_rank") if _is_c10d(launch) else ()
+        words = c.words()
+        ignore_rank = _ignores_node_rank(_launch_in(words), words)
         for i, w in enumerate(c.argv):
-            if i in ignored:
+            if ignore_rank and _rank_opt_value(words, i):
                 continue
             for p in w.refs(BATCH):
                 found = tainted(ctx, p, c.seq)
@@ -305,17 +384,19 @@ def rule_rank_var_in_batch_shell(ctx: Context) -> Iterator[Finding]:
             continue
         if _is_bash_c(cmd) or cmd.expanded:
             continue  # the commands of its string (of the variable) are checked themselves / at the step
-        launch = classify(cmd.words())
-        ignored = _opt_word_indexes(launch, "node_rank") if _is_c10d(launch) else ()
+        words = cmd.words()
+        ignore_rank = _ignores_node_rank_with_vars(ctx, cmd)
         reaching = _vars_reaching_expanded(ctx, cmd)
         for i, word in enumerate(cmd.argv):
-            if i in ignored:
+            if ignore_rank and _rank_opt_value(words, i):
                 continue  # c10d/etcd rendezvous: torchrun numbers the nodes itself, --node_rank is ignored
             for part in word.refs(BATCH):
                 found = tainted(ctx, part, cmd.seq)
                 if found is None:
                     continue
                 var, chain = found
+                if ignore_rank and chain and _only_as_rank_opt(chain[0].value.flat(), chain[1].name if len(chain) > 1 else var):
+                    continue  # `torchrun $DIST_ARGS`: it carries the rank only as --node_rank, ignored there
                 if var == "SLURM_LOCALID" and per_node <= 1 or var == "SLURM_NODEID" and nodes <= 1:
                     continue  # one task per node: local id 0 is right; one node: node id 0 is right
                 if reaching is not None and var not in reaching:
@@ -533,9 +614,12 @@ def rule_no_rank_env(ctx: Context) -> Iterator[Finding]:
         if entry is not None and (entry.maps or entry.spawns or not entry.distributed):
             continue  # the program maps Slurm's variables itself (or is not distributed at all)
         prog = os.path.basename(launch.program) or "the program"
+        level = WARNING
         if entry is None:
-            unless = (f"it fails unless {prog} maps SLURM_PROCID itself ({prog} was not found beside the script, "
-                      "so check could not look)")
+            # whether it works is up to a program check cannot read: many map SLURM_PROCID themselves
+            level = NOTE
+            unless = (f"whether that works depends on {prog}, which check cannot read (not found beside the "
+                      "script): it works if it maps SLURM_PROCID itself or uses a framework that does")
         else:
             unless = f"{prog} reads none of them itself (no SLURM_PROCID, DeepSpeed, Lightning, Accelerate)"
         file = ctx.file_of(cmd)
@@ -549,7 +633,7 @@ def rule_no_rank_env(ctx: Context) -> Iterator[Finding]:
             edits = [Edit(file, cmd.srun.line, cmd.srun.end_line,
                           _indent(ctx.script.line_text(cmd.srun.line, file)) + text)]
         yield ctx.finding(
-            cmd.line, WARNING, "no-rank-env",
+            cmd.line, level, "no-rank-env",
             f"the {tasks} tasks on {ctx.nodes_text()} get no RANK/LOCAL_RANK (Slurm sets SLURM_PROCID, not "
             f"what init_process_group('env://') reads): {unless}", fix_text(edits, cmd.line, file),
             file=file, edits=edits)
@@ -913,6 +997,15 @@ def rule_gpus_per_node(ctx: Context) -> Iterator[Finding]:
                 line, ERROR, "gpus-per-node-mismatch",
                 f"{how}{procs} processes per node but {g} GPU{'s' if g != 1 else ''} per node: on {ctx.nodes_text()} "
                 "ranks share a GPU (NCCL fails with 'Duplicate GPU detected')", fix, file=file, edits=edits)
+        elif launch.kind == "python" and ctx.entry(cmd) is None:
+            # a program check cannot read may well use several GPUs per process (tensor parallel
+            # servers, DataParallel, a spawn of its own): idle GPUs are only a possibility
+            prog = os.path.basename(launch.program) or "the program"
+            yield ctx.finding(
+                line, NOTE, "gpus-per-node-mismatch",
+                f"{procs} process{'es' if procs != 1 else ''} per node for {g} GPUs per node: unless {prog} (which "
+                f"check cannot read) uses several GPUs per process, {g - procs} GPU{'s' if g - procs != 1 else ''} "
+                f"per node sit idle on each of {ctx.nodes_text()}", fix, file=file, edits=edits)
         else:
             yield ctx.finding(
                 line, WARNING, "gpus-per-node-mismatch",
@@ -939,6 +1032,8 @@ def rule_kill_on_bad_exit(ctx: Context) -> Iterator[Finding]:
             continue
         if any(launch.kind == "deepspeed" and not _deepspeed_per_node(launch) for launch in steps):
             continue  # double-launch: the runner should not run under srun at all
+        if all(_elastic(launch) for launch in steps):
+            continue  # elastic torchrun goes on without a node that fails: killing the step defeats it
         file = ctx.file_of(cmd)
         first = ctx.script.line_text(cmd.line, file)
         new = re.sub(r"\bsrun\b", "srun --kill-on-bad-exit=1", first, count=1)
@@ -946,23 +1041,64 @@ def rule_kill_on_bad_exit(ctx: Context) -> Iterator[Finding]:
         edits = [Edit(file, cmd.line, cmd.line, new)]
         yield ctx.finding(
             cmd.line, WARNING, "no-kill-on-bad-exit",
-            f"without --kill-on-bad-exit a rank that dies leaves the others of the {ctx.nodes_text()} waiting in "
-            "collectives until the job's time limit", new.strip(), file=file, edits=edits)
+            f"without --kill-on-bad-exit a rank that dies leaves the others of the {ctx.nodes_text()} running: "
+            "they wait in collectives until a timeout of the program's ends them (NCCL's watchdog, where it is "
+            "on) or until the job's time limit", new.strip(), file=file, edits=edits)
+
+
+def _elastic(launch: Launch) -> bool:
+    """torchrun that outlives a failed node: restarts allowed (--max-restarts N > 0, also as
+    ${VAR:-N}) or a range of nodes (--nnodes MIN:MAX)."""
+    if launch.kind != "torchrun":
+        return False
+    restarts = (launch.opt("max_restarts") or "0").strip("'\"")
+    m = re.fullmatch(r"\$\{\w+:-(\d+)\}", restarts)
+    restarts = m.group(1) if m else restarts
+    nnodes = (launch.opt("nnodes") or "").strip("'\"")
+    return (restarts.isdigit() and int(restarts) > 0) or re.search(r"\d:\d", nnodes) is not None
 
 
 def rule_deprecated_launch(ctx: Context) -> Iterator[Finding]:
     """python -m torch.distributed.launch."""
     for cmd, launch in launches(ctx):
         if launch.kind == "torch.distributed.launch":
+            # It hands --local_rank to the program unless --use_env: that fails only in a program
+            # whose parser does not take it. Deprecation alone breaks nothing: a note, unless the
+            # program is read here and takes no --local_rank.
+            level = NOTE
+            why = ("torch.distributed.launch is deprecated: it passes --local_rank as an argument (a program "
+                   "that reads LOCAL_RANK from the environment and does not parse it fails); use torchrun")
+            entry_text = _entry_text(ctx, cmd, launch)
+            if "use_env" not in launch.opts and entry_text is not None \
+                    and not re.search(r"local[_-]rank", entry_text):
+                level = WARNING
+                why = (f"torch.distributed.launch passes --local_rank to {os.path.basename(launch.program)}, "
+                       "which does not take it (its parser fails: 'unrecognized arguments'); use torchrun")
             file = ctx.file_of(cmd)
             line = ctx.script.line_text(cmd.argv[0].line, file)
             new = re.sub(r"\S*python3?(\.\d+)?\s+-m\s+torch\.distributed\.launch", "torchrun", line, count=1)
             edits = [Edit(file, cmd.argv[0].line, cmd.argv[0].line, new)] if new != line else []
-            yield ctx.finding(
-                cmd.argv[0].line, WARNING, "deprecated-torch-launch",
-                "torch.distributed.launch is deprecated: it passes --local_rank as an argument (newer "
-                "scripts read LOCAL_RANK from the environment and fail to parse it); use torchrun",
-                new.strip() if edits else "", file=file, edits=edits)
+            yield ctx.finding(cmd.argv[0].line, level, "deprecated-torch-launch", why,
+                              new.strip() if edits else "", file=file, edits=edits)
+
+
+def _entry_text(ctx: Context, cmd: Command, launch: Launch) -> Optional[str]:
+    """The source of the program a launcher runs, where it is found beside the script (or where
+    a resolved `cd` points), else None."""
+    prog = launch.program
+    if not prog or "$" in prog:
+        return None
+    if not prog.endswith(".py"):
+        prog = prog.replace(".", os.sep) + ".py"
+    for base in [cmd.cwd] if cmd.cwd else []:  # no known directory (an unresolved cd): not looked for
+        path = os.path.join(base, prog)
+        if os.path.isfile(path):
+            try:
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    return fh.read(1 << 20)
+            except OSError:
+                return None
+    return None
 
 
 def _idle(ctx: Context) -> str:

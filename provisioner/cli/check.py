@@ -22,7 +22,7 @@ from provisioner.errors import UsageError
                    "submitted with -N 2 or more.")
 @click.option("--strict", is_flag=True,
               help="Exit 1 on any finding, ShellCheck's and warnings included (by default only "
-                   "multi-node errors decide the exit status).")
+                   "multi-node errors decide the exit status); notes never do.")
 @click.option("--timeout", type=float, default=120.0, show_default=True, metavar="SECONDS",
               help="With --run: how long the job may take.")
 @click.option("--like", "like", metavar="PATH", default=None,
@@ -39,7 +39,7 @@ def command(ctx, scripts, as_json, run, real, no_shellcheck, nodes, strict, time
 
     \b
     Examples:
-      simcluster check job.sbatch                # FILE:LINE: error|warning: ... then the fix
+      simcluster check job.sbatch                # FILE:LINE: error|warning|note: ... then the fix
       simcluster check --json examples/*.sh
       simcluster check --run job.sbatch          # + a dry run: duplicate ranks, GPUs shared ...
       simcluster check --nodes 4 train.slurm     # the script is submitted with sbatch -N 4
@@ -55,6 +55,8 @@ def command(ctx, scripts, as_json, run, real, no_shellcheck, nodes, strict, time
     With --like (or --config) the header is judged against that cluster as slurmctld would:
     partition, MaxTime, node counts, GPU types and counts, features, CPUs and memory per node,
     accounts and QoS, each with Slurm's answer and what the cluster offers.
+    Where the outcome depends on a program check cannot read (an entry point not beside the
+    script, an installed module), it says so in a note, not a warning.
     Exit 1 when a multi-node error is found (with --strict: any finding, ShellCheck's
     included), 0 when clean, warnings only or ShellCheck findings only, 2 when a script
     cannot be read.
