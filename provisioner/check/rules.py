@@ -258,11 +258,11 @@ def _only_as_rank_opt(text: str, name: str) -> bool:
     return bool(hits) and all(_rank_opt_value(words, i) for i in hits)
 
 
-_WRAPPER_WORD = re.compile(r"(bash|sh|env|exec|-\w+|\w+=\S*)")
+_WRAPPER_WORD = re.compile(r"(bash|sh|env|exec|-\S+|\w+=\S*)")
 
 
 def _launch_in(words: Sequence[str]) -> Optional[Launch]:
-    """The launch in ``words`` past what only wraps it: `bash -c`, `env`, `exec`, `VAR=value`
+    """The launch in ``words`` past what only wraps it: srun options, `bash -c`, `env`, `exec`, `VAR=value`
     prefixes (`bash -c "ACCELERATE_LOG_LEVEL=info accelerate launch ..."` rebuilt from `srun $CMD`)."""
     for i, w in enumerate(words):
         launch = classify(words[i:])
