@@ -23,7 +23,7 @@ from provisioner.cluster.handle import Cluster
 from provisioner.cluster.state import ClusterState, all_states, locked
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import ClusterConflict, ClusterNotFound, SimclusterError, UsageError
-from provisioner.paths import ClusterLayout
+from provisioner.paths import ClusterLayout, shared_home
 from provisioner.progress import stderr as progress_stderr
 from provisioner.providers import Provider, provider_named, registered_providers
 
@@ -41,9 +41,26 @@ def find_state(name: str, providers: Optional[List[Provider]] = None) -> Optiona
     return None
 
 
+def shared_state(name: str) -> Optional[ClusterState]:
+    """Cluster ``name`` among root's clusters (paths.SYSTEM_HOME), for a user whose own
+    $SIMCLUSTER_HOME has none of that name (paths.shared_home); else None."""
+    home = shared_home()
+    return ClusterState.load(ClusterLayout.for_name(name, home)) if home is not None else None
+
+
+def _not_yours(name: str, command: str) -> None:
+    """Raise a clear error when cluster ``name`` is root's, not this user's: only its owner
+    may run ``command`` (down, stop, start) on it."""
+    st = shared_state(name)
+    if st is not None:
+        raise UsageError(f"cluster '{name}' is {st.user}'s ({st.root}): only {st.user} may '{command}' it",
+                         f"as {st.user}: sudo simcluster {command} --name {name}")
+
+
 def load(name: str) -> Cluster:
-    """Cluster ``name`` on whichever backend made it."""
-    st = find_state(name)
+    """Cluster ``name`` on whichever backend made it: this user's own, else root's
+    (shared_state), which every local user may use."""
+    st = find_state(name) or shared_state(name)
     if st is None:
         raise ClusterNotFound(f"no cluster named '{name}'", "see 'simcluster list', or create it with 'simcluster up'")
     return Cluster(st, provider_named(st.backend))
@@ -99,6 +116,7 @@ def up(spec: ClusterSpec, provider: Provider, retain: bool = False, recreate: bo
 def _existing(name: str, what: str) -> Cluster:
     st = ClusterState.load(ClusterLayout.for_name(name))
     if st is None:
+        _not_yours(name, {"stopped": "stop", "started": "start"}.get(what, what))
         raise UsageError(f"no cluster named '{name}'", "see 'simcluster list'")
     if st.phase not in ("running", "stopped"):
         raise UsageError(f"cluster '{name}' was never fully created, so it cannot be {what}",
@@ -133,6 +151,7 @@ def down(name: str) -> str:
         if st is None:
             orphan = next((p for p in registered_providers(available_only=True) if isinstance(p, Orphans) and name in p.orphans()), None)
             if orphan is None and not layout.root.exists():
+                _not_yours(name, "down")
                 raise ClusterNotFound(f"no cluster named '{name}'", "see 'simcluster list'")
             if orphan is not None:
                 orphan.delete_orphan(name)
@@ -144,11 +163,16 @@ def down(name: str) -> str:
     return f"cluster '{name}' removed in {time.monotonic() - t0:.2f}s{note}"
 
 
-def list_clusters() -> List[Dict]:
-    """Every cluster on this machine: name, backend, nodes, running/stopped/degraded."""
+def list_clusters(with_shared: bool = False) -> List[Dict]:
+    """Every cluster on this machine: name, backend, nodes, running/stopped/degraded; with
+    ``with_shared`` also root's clusters another user may use (``shared``: True), unless a
+    cluster of their own has that name."""
     result = []
     names = set()
-    for st in all_states():
+    home = shared_home() if with_shared else None
+    own = all_states()
+    shared = [st for st in all_states(home) if st.name not in {o.name for o in own}] if home is not None else []
+    for st in own + shared:
         cluster = Cluster(st, provider_named(st.backend))
         try:
             machines = machines_running(cluster.provider, st)
@@ -163,13 +187,13 @@ def list_clusters() -> List[Dict]:
             else:
                 status = "stopped" if up_count == 0 else "degraded"
         result.append({"name": st.name, "backend": st.backend, "nodes": len(cluster.spec.nodes), "status": status,
-                       "state_dir": st.root})
+                       "state_dir": st.root, "owner": st.user, "shared": st in shared})
         names.add(st.name)
     for provider in registered_providers(available_only=True):
         for name in provider.orphans() if isinstance(provider, Orphans) else ():
             if name not in names:
                 result.append({"name": name, "backend": provider.name, "nodes": None, "status": "orphaned",
-                               "state_dir": None})
+                               "state_dir": None, "owner": None, "shared": False})
     return result
 
 

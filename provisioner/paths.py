@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Optional
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # What `up`, `image build` and `deploy` read at run time: the Slurm config templates
@@ -30,13 +31,44 @@ PLAYBOOK_DIR = DATA_DIR / "ansible"
 TEMPLATES_DIR = DATA_DIR / "configs" / "templates"
 
 
+# Where root's clusters live by default: outside root's home (mode 0700 on Debian), so that
+# every local user can reach them (docs/users.md). Other users' commands look here for a
+# cluster their own $SIMCLUSTER_HOME does not have (clusters.find_state).
+SYSTEM_HOME = Path("/var/lib/simcluster")
+
+
 def simcluster_home() -> Path:
-    """Root of all clusters' state: $SIMCLUSTER_HOME, else ~/.local/state/simcluster."""
+    """Root of all clusters' state: $SIMCLUSTER_HOME; else for root SYSTEM_HOME, for anyone
+    else $XDG_STATE_HOME/simcluster (~/.local/state/simcluster)."""
     env = os.environ.get("SIMCLUSTER_HOME")
     if env:
         return Path(env).expanduser().resolve()
+    if os.geteuid() == 0:
+        return SYSTEM_HOME
+    return personal_home()
+
+
+def personal_home() -> Path:
+    """$XDG_STATE_HOME/simcluster: an ordinary user's default SIMCLUSTER_HOME (and root's,
+    before root's clusters moved to SYSTEM_HOME)."""
     base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
     return Path(base).resolve() / "simcluster"
+
+
+def shared_home() -> Optional[Path]:
+    """Where this user's commands also look for a cluster by name: root's SYSTEM_HOME, for
+    anyone but root who did not set SIMCLUSTER_HOME; else None."""
+    if os.environ.get("SIMCLUSTER_HOME") or os.geteuid() == 0:
+        return None
+    return SYSTEM_HOME
+
+
+def state_dir_mode() -> int:
+    """Mode of $SIMCLUSTER_HOME and of each cluster's directory when simcluster makes them:
+    root's clusters serve every local user, who read the client configs and reach the
+    munge socket in them (the secrets inside keep modes of their own: docs/users.md);
+    an ordinary user's cluster runs jobs as that user only, and stays private."""
+    return 0o755 if os.geteuid() == 0 else 0o700
 
 
 def templates_dir() -> Path:
@@ -52,8 +84,8 @@ class ClusterLayout:
     root: Path
 
     @classmethod
-    def for_name(cls, name: str) -> "ClusterLayout":
-        return cls(simcluster_home() / name)
+    def for_name(cls, name: str, home: Optional[Path] = None) -> "ClusterLayout":
+        return cls((home or simcluster_home()) / name)
 
     @property
     def state_file(self) -> Path:

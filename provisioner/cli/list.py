@@ -10,10 +10,13 @@ from provisioner.cli.common import echo_json
 @click.command("list")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def command(as_json):
-    """List local clusters (under $SIMCLUSTER_HOME) and docker clusters, with their status."""
+    """List local clusters (under $SIMCLUSTER_HOME) and docker clusters, with their status.
+
+    For anyone but root (without SIMCLUSTER_HOME set) root's clusters are listed too
+    (in /var/lib/simcluster), marked with their owner: every local user may use them."""
     # lazy: the cluster model loads only when the command runs, not for --help
     from provisioner.clusters import list_clusters
-    clusters = list_clusters()
+    clusters = list_clusters(with_shared=True)
     if as_json:
         echo_json(clusters)
         return
@@ -22,4 +25,6 @@ def command(as_json):
         return
     click.echo(f"{'NAME':<20} {'BACKEND':<8} {'NODES':>5}  STATUS")
     for c in clusters:
-        click.echo(f"{c['name']:<20} {c['backend']:<8} {c['nodes'] if c['nodes'] is not None else '?':>5}  {c['status']}")
+        whose = f" ({c['owner']}'s)" if c["shared"] else ""
+        click.echo(f"{c['name']:<20} {c['backend']:<8} {c['nodes'] if c['nodes'] is not None else '?':>5}  "
+                   f"{c['status']}{whose}")

@@ -78,7 +78,8 @@ def cli(ctx: click.Context, verbose: bool) -> None:
       simcluster status
       simcluster down
 
-    State lives in $SIMCLUSTER_HOME (default ~/.local/state/simcluster/<name>).
+    State lives in $SIMCLUSTER_HOME (default ~/.local/state/simcluster/<name>; root's
+    clusters, which every local user may use: /var/lib/simcluster/<name>).
     """
     ctx.ensure_object(dict)
     ctx.obj["verbose"] = verbose

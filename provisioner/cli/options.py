@@ -32,6 +32,10 @@ _SPEC_FLAGS = (
     (("--rest",), "rest", dict(is_flag=True, default=None,
                                help="Add slurmrestd with JWT auth: Slurm's REST API, tokens from 'simcluster "
                                     "token' (docs/rest.md).")),
+    (("--users",), "users", dict(metavar="USER,...",
+                                 help="Local users of this host who use the cluster (root's clusters): each must "
+                                      "exist (useradd --create-home NAME first); with --accounting each gets an "
+                                      "account of their own (docs/users.md).")),
     (("--fast-failure",), "fast_failure", dict(is_flag=True, default=None,
                                                help="Detect dead nodes fast: SlurmdTimeout=5, MessageTimeout=3, a killed "
                                                     "node is DOWN in ~12 s (failureDetection: fast; see docs/faults.md).")),

@@ -25,6 +25,7 @@ def command(name, retain, recreate, **options):
       simcluster up --backend docker --nodes 2        # containers (builds the image once)
       simcluster up --nodes 2 --accounting            # + slurmdbd and MariaDB: sacct, sshare
       simcluster up --like prod/slurm.conf --max-nodes 6   # production's partitions, GPUs, QoS
+      sudo simcluster up --users alice,bob --accounting    # other local users' jobs, an account each
 
     Each node is a host of its own: as root a network namespace and cgroups each (--mem
     and GPU devices enforced; a job sees its GPUs numbered from 0, as Slurm numbers them),
@@ -37,6 +38,12 @@ def command(name, retain, recreate, **options):
 
     --like reads a production slurm.conf instead of --config and prints what it kept and
     dropped in one line (every setting with -v); see docs/like.md.
+
+    A cluster made by root (state in /var/lib/simcluster) serves every local user: they
+    run `eval "$(simcluster env --name NAME)"`, sinfo, sbatch, and their jobs run as
+    them; the munge key, JWT key and database password stay root's. --users names
+    users who must exist already (useradd --create-home NAME; `up` creates none) and,
+    with --accounting, gives each an account of their own (docs/users.md).
     """
     # lazy: the cluster model, jinja2 and the provider load only when the command runs, not for --help
     from click.core import ParameterSource

@@ -130,6 +130,8 @@ def spec_commands(spec: ClusterSpec, user: str, known_users: Iterable[str]) -> s
     so `Preempt=` may name a QoS listed after it; `normal` exists already and is only set.
     ``user`` joins every account; the users an account lists join it where they are in
     ``known_users`` (this host's), as sacctmgr would otherwise ask about a user without uid.
+    Each of the spec's ``users`` (checked to exist before `up` made anything) gets an account
+    of their own name, their default account.
     """
     lines: List[str] = []
     names = [q.name for q in spec.qos]
@@ -158,8 +160,14 @@ def spec_commands(spec: ClusterSpec, user: str, known_users: Iterable[str]) -> s
     if spec.qos:
         # Jobs without -A run in the default account: it may use every QoS too.
         lines.append(f"modify account where name={ACCOUNT} cluster={spec.name} set QOS={all_qos}")
-    known = set(known_users)
+    known = set(known_users) | set(spec.users)
     members: Dict[str, List[str]] = {}
+    # Each of the spec's users has an account of their own name, their default: fair share
+    # and a partition's AllowAccounts then tell them apart. An account the spec lists under
+    # that name is theirs (its fairshare and QoS apply); otherwise it is made under root.
+    spec_accounts = {a.name for a in spec.accounts}
+    for u in spec.users:
+        members[u] = [u]
     for a in spec.accounts:
         opts = [f"Cluster={spec.name}", f"Parent={a.parent or 'root'}", f"Description={a.name}",
                 f"Organization={a.name}", f"QOS={','.join(a.qos) if a.qos else all_qos}"]
@@ -169,9 +177,15 @@ def spec_commands(spec: ClusterSpec, user: str, known_users: Iterable[str]) -> s
             opts.append(f"DefaultQOS={a.default_qos}")
         lines.append(f"add account {a.name} {' '.join(opts)}")
         for u in dict.fromkeys((user, *(x for x in a.users if x in known))):
-            members.setdefault(u, []).append(a.name)
+            if a.name not in members.setdefault(u, []):
+                members[u].append(a.name)
+    for u in spec.users:
+        if u not in spec_accounts:
+            lines.append(f"add account {u} Cluster={spec.name} Parent=root Description={u} Organization={u} "
+                         f"QOS={all_qos}")
     for u, accounts in members.items():
-        lines.append(f"add user {u} Account={','.join(accounts)} Cluster={spec.name}")
+        default = f" DefaultAccount={u}" if u in spec.users else ""
+        lines.append(f"add user {u} Account={','.join(accounts)}{default} Cluster={spec.name}")
     return "\n".join(lines) + "\n" if lines else ""
 
 
@@ -228,7 +242,8 @@ def _host_users(cluster: Cluster) -> List[str]:
 def register_title(cluster: Cluster) -> str:
     """What `up` says while register() runs."""
     spec = cluster.spec
-    extra = [f"{len(x)} {what}" for x, what in ((spec.qos, "QoS"), (spec.accounts, "accounts")) if x]
+    extra = [f"{len(x)} {what}" for x, what in ((spec.qos, "QoS"), (spec.accounts, "accounts"),
+                                                 (spec.users, "users with an account each")) if x]
     return (f"adding cluster '{cluster.name}', account '{ACCOUNT}' and user '{cluster.placement.daemon_user}'"
             + (f", then {' and '.join(extra)}" if extra else ""))
 
@@ -249,7 +264,7 @@ def register(cluster: Cluster, timeout: float = 60.0) -> None:
     res = cluster.client.run(argv, stdin=stdin, timeout=timeout)
     output = res.stdout + res.stderr
     log = f"{cluster.paths.log}/sacctmgr-setup.log"
-    if res.ok and (cluster.spec.accounts or cluster.spec.qos):
+    if res.ok and (cluster.spec.accounts or cluster.spec.qos or cluster.spec.users):
         # The spec's QoS and accounts, by one more sacctmgr reading its commands from stdin.
         known = _host_users(cluster)
         commands = spec_commands(cluster.spec, user, known)
@@ -257,8 +272,8 @@ def register(cluster: Cluster, timeout: float = 60.0) -> None:
         output += commands + res.stdout + res.stderr
         refused = _refused(res.stdout + res.stderr)
         if refused:
-            raise StartupError(f"making the spec's QoS and accounts failed: {refused}",
-                               "check the qos and accounts of the spec (docs/config.md#accounts-and-qos)",
+            raise StartupError(f"making the spec's QoS, accounts and users failed: {refused}",
+                               "check the qos, accounts and users of the spec (docs/config.md#accounts-and-qos)",
                                details=(res.stdout + res.stderr)[-2000:])
         missing = unknown_users(cluster.spec, known)
         if missing:

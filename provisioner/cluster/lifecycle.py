@@ -33,7 +33,7 @@ from provisioner.cluster.state import ClusterState
 from provisioner.cluster.steps import UpRun, run_steps
 from provisioner.cluster.wait import WaitTimeout, poll_until
 from provisioner.config.types import ClusterSpec
-from provisioner.paths import ClusterLayout
+from provisioner.paths import ClusterLayout, state_dir_mode
 
 if TYPE_CHECKING:  # typing only: providers build on cluster/, never the other way round
     from provisioner.providers.base import Provider
@@ -74,7 +74,7 @@ def create(spec: ClusterSpec, provider: "Provider", retain: bool, progress: Call
                          hostname=socket.gethostname().split(".")[0], user=_user(), controller_port=0,
                          node_ports={})
     layout.root.mkdir(parents=True, exist_ok=True)
-    os.chmod(layout.root, 0o700)
+    os.chmod(layout.root, state_dir_mode())  # root's: readable by every local user (docs/users.md)
     try:
         provider.provision(spec, state, progress)
         state.save()  # from here on, `down` can find and remove whatever gets started

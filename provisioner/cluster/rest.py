@@ -106,9 +106,10 @@ def _user_args(cluster: Cluster) -> Tuple[List[str], Dict[str, str], str]:
 # /proc/PID/environ (where every daemon's liveness check finds the cluster's marker) is
 # unreadable without CAP_SYS_PTRACE, which containers lack. So a root shell that lives
 # exactly as long as slurmrestd is the daemon recorded: it passes TERM and INT on and
-# waits until slurmrestd is gone.
+# waits until slurmrestd is gone. Its $0 names the cluster's directory, so that other local
+# users, who cannot read root's environments, find it alive by its command line.
 SUPERVISOR = ["sh", "-c", 'trap \'kill -TERM "$p" 2>/dev/null\' TERM INT; "$@" & p=$!; '
-              'while kill -0 "$p" 2>/dev/null; do wait "$p"; done', "sh"]
+              'while kill -0 "$p" 2>/dev/null; do wait "$p"; done']
 
 
 def restd_argv(cluster: Cluster, addr: str) -> Tuple[List[str], Dict[str, str]]:
@@ -121,9 +122,12 @@ def restd_argv(cluster: Cluster, addr: str) -> Tuple[List[str], Dict[str, str]]:
     if not plugins:
         raise StartupError("slurmrestd has no OpenAPI plugins here", "install slurmrestd (make setup)")
     conf, prefix = p.slurm_conf, []
-    if user_args and not runner.run(["runuser", "-u", user, "--", "test", "-r", conf], timeout=10).ok:
-        # The cluster's directory is private: the config is bound at /etc/slurm, for this
-        # daemon only (a mount namespace of its own).
+    own_resolv = f"{p.etc}/{RESOLV_FILE}"
+    if user_args and (runner.exists(own_resolv)
+                      or not runner.run(["runuser", "-u", user, "--", "test", "-r", conf], timeout=10).ok):
+        # The config is bound at /etc/slurm, for this daemon only (a mount namespace of its
+        # own): where the cluster's directory is private, the only way it reads the config;
+        # and where the nodes have a resolv.conf of their own, the way it gets that one.
         if not runner.exists(ETC_SLURM):
             raise StartupError(f"slurmrestd (as {user}) cannot read {conf}, and there is no {ETC_SLURM} to "
                                "bind the cluster's config on", f"mkdir {ETC_SLURM}")
@@ -134,7 +138,8 @@ def restd_argv(cluster: Cluster, addr: str) -> Tuple[List[str], Dict[str, str]]:
                   f'mount --bind "$0" {ETC_SLURM} && {{ [ ! -f "$0/{RESOLV_FILE}" ] || '
                   f'mount --bind "$0/{RESOLV_FILE}" /etc/resolv.conf; }} && exec "$@"', p.etc]
         conf = f"{ETC_SLURM}/slurm.conf"
-    argv = [*cluster.placement.controller_prefix, *prefix, *(SUPERVISOR if user_args else []),
+    supervisor = [*SUPERVISOR, f"{cluster.state.root}/slurmrestd"] if user_args else []
+    argv = [*cluster.placement.controller_prefix, *prefix, *supervisor,
             daemons.program(cluster, "slurmrestd", "slurmrestd"),
             "-f", conf, "-a", "rest_auth/jwt", "-s", ",".join(plugins), *user_args, f"{addr}:{rest_port(cluster)}"]
     # slurmrestd 23.02+ unshares its System V IPC and file table at start, which an

@@ -147,11 +147,21 @@ def process_alive(pid: Optional[int]) -> bool:
 
 
 def has_marker(pid: int, marker: str) -> bool:
-    """Is ``marker`` ("VAR=value") a line of the environment of ``pid`` on this host? A process
-    of another user (unreadable environment) never is."""
+    """Is ``marker`` ("VAR=value") a line of the environment of ``pid`` on this host? Where
+    that environment cannot be read (root's daemons, for every other user looking at root's
+    cluster: docs/users.md), its command line must name a path under the marker's value
+    (the cluster's directory: every daemon's does). Such a process could not be signalled
+    by the one asking either."""
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             return marker.encode() in f.read().split(b"\0")
+    except PermissionError:
+        value = marker.partition("=")[2]
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                return bool(value) and (value.rstrip("/") + "/").encode() in f.read()
+        except OSError:
+            return False
     except OSError:
         return False
 

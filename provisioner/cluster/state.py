@@ -14,13 +14,15 @@ import contextlib
 import fcntl
 import json
 import os
+import pwd
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Dict, Iterator, List, Optional
 
 from provisioner.config.types import ClusterSpec
-from provisioner.paths import ClusterLayout, simcluster_home
+from provisioner.errors import UsageError
+from provisioner.paths import ClusterLayout, simcluster_home, state_dir_mode
 
 # 1: no placement stored (it was computed by every command); 2: the placement is stored.
 STATE_VERSION = 2
@@ -91,9 +93,9 @@ class ClusterState:
             return None
 
 
-def all_states() -> List[ClusterState]:
-    """Every cluster with a readable state file under $SIMCLUSTER_HOME."""
-    home = simcluster_home()
+def all_states(home: Optional[Path] = None) -> List[ClusterState]:
+    """Every cluster with a readable state file under ``home`` (default $SIMCLUSTER_HOME)."""
+    home = home or simcluster_home()
     if not home.is_dir():
         return []
     states = []
@@ -119,21 +121,34 @@ def reserved_ports(exclude: str = "") -> List[int]:
 @contextlib.contextmanager
 def locked(name: str) -> Iterator[None]:
     """Serialize up/down of one cluster, and port allocation across clusters."""
-    home = simcluster_home()
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(home / f".{name}.lock", "w") as fh:
-        fcntl.flock(fh, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    with _lock_file(f".{name}.lock"):
+        yield
 
 
 @contextlib.contextmanager
 def port_lock() -> Iterator[None]:
+    with _lock_file(".ports.lock"):
+        yield
+
+
+@contextlib.contextmanager
+def _lock_file(filename: str) -> Iterator[None]:
+    """An exclusive lock on $SIMCLUSTER_HOME/``filename``. Only the owner of the clusters there
+    can take it: another user (root's clusters are theirs to use, not to change) is told so."""
     home = simcluster_home()
-    home.mkdir(parents=True, exist_ok=True, mode=0o700)
-    with open(home / ".ports.lock", "w") as fh:
+    path = home / filename
+    try:
+        home.mkdir(parents=True, exist_ok=True, mode=state_dir_mode())
+        fh = open(path, "w")
+    except PermissionError:
+        try:
+            owner = pwd.getpwuid(home.stat().st_uid).pw_name
+        except (OSError, KeyError):
+            owner = "its owner"
+        raise UsageError(f"the clusters in {home} are {owner}'s: only {owner} may change them (permission denied "
+                         f"on {path})", f"status, env, exec and list work for every user; up, down, stop, start, "
+                         f"scale and fault as {owner}", doc="docs/users.md") from None
+    with fh:
         fcntl.flock(fh, fcntl.LOCK_EX)
         try:
             yield

@@ -103,6 +103,9 @@ class ClusterSpec:
     accounts: Tuple[AccountSpec, ...] = ()  # accounting only: made with sacctmgr at `up`
     qos: Tuple[QosSpec, ...] = ()  # accounting only
     rest: bool = False  # slurmrestd with JWT auth (docs/rest.md)
+    # Local users of this host who use the cluster (docs/users.md): each must exist; with
+    # accounting each gets an account of their own.
+    users: Tuple[str, ...] = ()
 
     @property
     def slurm_release(self) -> Optional[str]:
@@ -162,4 +165,4 @@ class ClusterSpec:
                    wait=d.get("wait", 60.0), image=d.get("image"), privileged=d.get("privileged", False),
                    accounting=d.get("accounting", False),
                    failure_detection=d.get("failure_detection", "normal"), slurm=d.get("slurm"),
-                   accounts=accounts, qos=qos, rest=d.get("rest", False))
+                   accounts=accounts, qos=qos, rest=d.get("rest", False), users=tuple(d.get("users", ())))

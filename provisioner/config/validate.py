@@ -25,7 +25,7 @@ MAX_NODES = 1024
 TOP_KEYS = {"apiVersion", "kind", "name", "backend", "nodes", "nodePrefix", "gpus", "fakeGpus",
             "cpus", "memory", "controllerPort", "partitions", "slurmConf", "wait", "image",
             "privileged", "accounting", "failureDetection", "slurm", "gpuType", "gpuModel", "features",
-            "accounts", "qos", "rest"}
+            "accounts", "qos", "rest", "users"}
 # normal: Slurm's test-cluster timeouts; fast: a dead node is DOWN in ~12 s (docs/faults.md).
 FAILURE_DETECTION = ("normal", "fast")
 NODE_KEYS = {"name", "gpus", "cpus", "memory", "port", "gpuType", "gpuModel", "features", "options"}
@@ -46,6 +46,8 @@ PARTITION_OPTIONS = (
 PREEMPT_MODES = ("off", "cancel", "requeue", "suspend", "gang")
 # Node features, GPU types, account and QoS names: what Slurm's parsers take in one token.
 TOKEN_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}$")
+# A local user name as useradd takes it (Debian's default NAME_REGEX, and at most 32).
+USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,30}[a-z0-9_$-]?$")
 SLURM_TIME_RE = re.compile(r"^(INFINITE|UNLIMITED|\d+(-\d+)?(:\d+){0,2})$")
 
 
@@ -195,7 +197,8 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
     if (accounts or qos) and not accounting:
         p.add("accounts" if accounts else "qos", "accounts and QoS live in the accounting database: "
                                                 "set 'accounting: true' (or pass --accounting)")
-    _check_partition_names(p, raw.get("partitions"), partitions, accounting, accounts, qos)
+    users = _validate_users(p, raw.get("users"), backend)
+    _check_partition_names(p, raw.get("partitions"), partitions, accounting, accounts, qos, users)
 
     if p.items:
         raise ConfigError(p.items, source)
@@ -203,7 +206,7 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
                        fake_gpus=fake_gpus, controller_port=controller_port,
                        slurm_conf_extra=tuple(extra), wait=float(wait), image=image, privileged=privileged,
                        accounting=accounting, failure_detection=failure_detection, slurm=slurm,
-                       accounts=tuple(accounts), qos=tuple(qos), rest=rest)
+                       accounts=tuple(accounts), qos=tuple(qos), rest=rest, users=users)
 
 
 def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory: int) -> List[NodeSpec]:
@@ -486,14 +489,40 @@ def _validate_accounts(p: _Problems, raw: Any, qos_names: set) -> List[AccountSp
     return result
 
 
+def _validate_users(p: _Problems, raw: Any, backend: Any) -> Tuple[str, ...]:
+    """``users``: local user names (a list, or one comma-separated string as --users gives
+    it). Whether each exists is a fact of the host `up` runs on: the local provider's
+    preflight checks it, not this pure validation."""
+    if raw is None:
+        return ()
+    if isinstance(raw, str):
+        raw = [u.strip() for u in raw.split(",") if u.strip()]
+    if not isinstance(raw, list) or not all(isinstance(u, str) for u in raw):
+        p.add("users", f"expected a list of local user names (users: [alice, bob], or --users alice,bob), got {raw!r}")
+        return ()
+    for u in raw:
+        if not USER_RE.match(u):
+            p.add("users", f"{u!r} is not a local user name (lowercase letters, digits, '_' and '-', "
+                           "starting with a letter or '_', at most 32)")
+        elif u == "root":
+            p.add("users", "'root' uses every cluster already (and 'root' is the accounting tree's top "
+                           "account): leave it out")
+    for u in sorted({u for u in raw if raw.count(u) > 1}):
+        p.add("users", f"user '{u}' is listed twice")
+    if raw and backend not in ("local", None):
+        p.add("users", "only applies to the local backend: jobs in containers run as the container's root")
+    return tuple(dict.fromkeys(raw))
+
+
 def _check_partition_names(p: _Problems, raw_parts: Any, partitions: List[PartitionSpec], accounting: bool,
-                           accounts: List[AccountSpec], qos: List[QosSpec]) -> None:
+                           accounts: List[AccountSpec], qos: List[QosSpec], users: Tuple[str, ...] = ()) -> None:
     """A partition's QOS= must exist (slurmctld refuses the partition otherwise), and the
     accounts and QoS it allows should: Slurm keeps them in the accounting database."""
     if raw_parts is None:
         return
     known_qos = {q.name for q in qos} | {"normal"}
-    known_accounts = {a.name for a in accounts} | {"simcluster", "root"}
+    # With accounting, each of the spec's users has an account of their own name.
+    known_accounts = {a.name for a in accounts} | {"simcluster", "root"} | set(users)
     for i, part in enumerate(partitions):
         for key in ("QOS", "AllowQos", "DenyQos", "AllowAccounts", "DenyAccounts"):
             value = part.option(key)

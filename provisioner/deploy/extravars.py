@@ -137,7 +137,7 @@ def accounting_vars(spec: ClusterSpec, name: str) -> Dict[str, Any]:
     verifies; the users the accounts list must exist on the controller (the role checks).
     The database password stays in a file beside the munge key: never an extra var (those
     are written into the runner's artifacts)."""
-    users = sorted({u for a in spec.accounts for u in a.users})
+    users = sorted({u for a in spec.accounts for u in a.users} | set(spec.users))
     return {"slurm_accounting": True, "slurm_db_password_file": str(deploy_dir(name) / "db.password"),
             "slurm_accounting_commands": spec_commands(spec, "root", users),
             "slurm_accounting_tres_commands": tres_limit_commands(spec), "slurm_accounting_users": users}

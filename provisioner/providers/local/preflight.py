@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import pwd
 import stat
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -73,6 +74,40 @@ def check_paths(layout: ClusterLayout) -> None:
                          "set SIMCLUSTER_HOME to a shorter directory", doc="docs/troubleshooting.md#socket-path-too-long")
 
 
+def check_users(spec: ClusterSpec, layout: ClusterLayout) -> None:
+    """``users`` (docs/users.md): each must be a local user already (simcluster creates no
+    system accounts); only root's slurmd can run jobs as someone else; and they must reach
+    the cluster's directory (every directory above it searchable by others)."""
+    if not spec.users:
+        return
+    missing = []
+    for user in spec.users:
+        try:
+            pwd.getpwnam(user)
+        except KeyError:
+            missing.append(user)
+    if missing:
+        raise UsageError(f"users: no local user {', '.join(repr(u) for u in missing)} on this host",
+                         f"create {'it' if len(missing) == 1 else 'them'} first: " + "; ".join(f"useradd --create-home {u}" for u in missing),
+                         doc="docs/users.md")
+    me = pwd.getpwuid(os.geteuid()).pw_name
+    others = [u for u in spec.users if u != me]
+    if os.geteuid() != 0 and others:
+        raise UsageError(f"users: jobs of {', '.join(others)} need a cluster made by root (only root's slurmd "
+                         f"runs jobs as another user; this one would run every job as {me})",
+                         "run up as root (sudo simcluster up ...), or leave --users out", doc="docs/users.md")
+    for parent in reversed(layout.root.parents):
+        try:
+            mode = parent.stat().st_mode
+        except OSError:
+            break  # made by `up` itself (state_dir_mode)
+        if not mode & stat.S_IXOTH:
+            raise UsageError(f"users: other users cannot reach the cluster's directory {layout.root} "
+                             f"({parent} is mode {stat.S_IMODE(mode):04o})",
+                             "let SIMCLUSTER_HOME default to /var/lib/simcluster (root), or point it at a "
+                             "directory every user can enter", doc="docs/users.md")
+
+
 def explicit_ports(spec: ClusterSpec) -> List[int]:
     ports = [n.port for n in spec.nodes if n.port]
     if spec.controller_port:
@@ -102,5 +137,6 @@ def run_preflight(spec: ClusterSpec, layout: ClusterLayout) -> Tuple[str, Option
     resolver = name_resolver()
     check_gpus(spec)
     check_paths(layout)
+    check_users(spec, layout)
     check_ports_free(explicit_ports(spec))
     return resolver

@@ -65,6 +65,13 @@ def host_runner() -> HostRunner:
     return HostRunner(env)
 
 
+def _make_tmpfs(path: Path) -> None:
+    """A node's TmpFS directory (where slurmstepd and PMIx keep per-job files), writable
+    by every user's jobs as /tmp is (sticky: each removes only their own)."""
+    path.mkdir(parents=True, exist_ok=True)
+    os.chmod(path, 0o1777)
+
+
 def _network(state: ClusterState) -> Optional[network.Network]:
     data = state.provider_data.get("network")
     return network.Network.from_dict(data) if data else None
@@ -160,7 +167,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
             fakegpus.install(spec, layout.etc)
             for node in spec.nodes:
                 (layout.spool / node.name).mkdir(exist_ok=True)
-                (layout.root / "tmp" / node.name).mkdir(parents=True, exist_ok=True)  # its TmpFS
+                _make_tmpfs(layout.root / "tmp" / node.name)
             # Placed once, here: every host fact it needs is read now and kept in the state.
             placement = self.placement(state)
             state.placement = placement.to_dict()
@@ -337,7 +344,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
             state.save()  # the ports and addresses are taken once the state file records them
         for name in nodes:
             (layout.spool / name).mkdir(exist_ok=True)
-            (layout.root / "tmp" / name).mkdir(parents=True, exist_ok=True)
+            _make_tmpfs(layout.root / "tmp" / name)
         if net:
             network.create(net, [n for n in nodes if n in network.missing(net)])
         if state.provider_data.get("cgroups"):
