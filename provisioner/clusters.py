@@ -23,7 +23,7 @@ from provisioner.cluster.handle import Cluster
 from provisioner.cluster.state import ClusterState, all_states, locked
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import ClusterConflict, ClusterNotFound, SimclusterError, UsageError
-from provisioner.paths import ClusterLayout, shared_home
+from provisioner.paths import ClusterLayout, shared_home, shared_umask
 from provisioner.progress import stderr as progress_stderr
 from provisioner.providers import Provider, provider_named, registered_providers
 
@@ -90,7 +90,7 @@ def up(spec: ClusterSpec, provider: Provider, retain: bool = False, recreate: bo
     again with their ports, files and saved state; nothing is deleted, even if the repair
     fails). A different spec is a conflict. Only --recreate (or `down`) wipes a cluster."""
     layout = ClusterLayout.for_name(spec.name)
-    with locked(spec.name):
+    with locked(spec.name), shared_umask():
         # Only the spec's own backend is asked: asking the others (an engine round trip for
         # docker) would slow down every local `up`.
         existing = find_state(spec.name, [provider])
@@ -135,7 +135,7 @@ def stop(name: str, grace: float = 15.0) -> str:
 
 def start(name: str, progress: Callable[[str], None] = progress_stderr, timeout: Optional[float] = None) -> str:
     """Start a stopped cluster (or one whose daemons died, e.g. after a reboot) in place."""
-    with locked(name):
+    with locked(name), shared_umask():
         c = _existing(name, "started")
         if c.state.phase == "running" and lifecycle.is_running(c):
             raise UsageError(f"cluster '{name}' is already running", "see 'simcluster status'")

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import Iterator, Optional
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 # What `up`, `image build` and `deploy` read at run time: the Slurm config templates
@@ -69,6 +70,21 @@ def state_dir_mode() -> int:
     munge socket in them (the secrets inside keep modes of their own: docs/users.md);
     an ordinary user's cluster runs jobs as that user only, and stays private."""
     return 0o755 if os.geteuid() == 0 else 0o700
+
+
+@contextlib.contextmanager
+def shared_umask() -> Iterator[None]:
+    """As root, umask 022 while a cluster is made or started: what `up` writes and what its
+    daemons create (configs 0644, directories 0755) is readable by every local user whatever
+    root's own umask (secrets are written with modes of their own). Anyone else: unchanged."""
+    if os.geteuid() != 0:
+        yield
+        return
+    old = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(old)
 
 
 def templates_dir() -> Path:

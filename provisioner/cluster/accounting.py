@@ -242,8 +242,9 @@ def _host_users(cluster: Cluster) -> List[str]:
 def register_title(cluster: Cluster) -> str:
     """What `up` says while register() runs."""
     spec = cluster.spec
-    extra = [f"{len(x)} {what}" for x, what in ((spec.qos, "QoS"), (spec.accounts, "accounts"),
-                                                 (spec.users, "users with an account each")) if x]
+    extra = [f"{len(x)} {what}" for x, what in ((spec.qos, "QoS"), (spec.accounts, "accounts")) if x]
+    if spec.users:
+        extra.append(f"{len(spec.users)} user account{'s' if len(spec.users) > 1 else ''}")
     return (f"adding cluster '{cluster.name}', account '{ACCOUNT}' and user '{cluster.placement.daemon_user}'"
             + (f", then {' and '.join(extra)}" if extra else ""))
 

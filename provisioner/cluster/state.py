@@ -138,7 +138,9 @@ def _lock_file(filename: str) -> Iterator[None]:
     home = simcluster_home()
     path = home / filename
     try:
-        home.mkdir(parents=True, exist_ok=True, mode=state_dir_mode())
+        if not home.is_dir():
+            home.mkdir(parents=True, exist_ok=True)
+            home.chmod(state_dir_mode())  # whatever the umask
         fh = open(path, "w")
     except PermissionError:
         try:
