@@ -70,7 +70,7 @@ def test_a_batch_jobs_steps_get_their_own_ranks(cluster, bundle):
 
 
 def test_another_users_job_gets_one_line(cluster, bundle):
-    # The cluster's directory is root's alone (0700): nobody's batch script lies in its spool.
+    # nobody's job must enter the test's home and the cluster's directory (its spool holds the batch script).
     for path in (cluster.home, cluster.root):
         path.chmod(0o711)
     out_dir = cluster.home / "nobody"
