@@ -17,6 +17,7 @@ def command(as_json):
     # lazy: the cluster model loads only when the command runs, not for --help
     from provisioner.clusters import list_clusters
     clusters = list_clusters(with_shared=True)
+    _note_old_root_clusters()
     if as_json:
         echo_json(clusters)
         return
@@ -28,3 +29,20 @@ def command(as_json):
         whose = f" ({c['owner']}'s)" if c["shared"] else ""
         click.echo(f"{c['name']:<20} {c['backend']:<8} {c['nodes'] if c['nodes'] is not None else '?':>5}  "
                    f"{c['status']}{whose}")
+
+
+def _note_old_root_clusters() -> None:
+    """Root's clusters used to live in root's own home, where no other user reaches them;
+    `list` names the ones still there (on stderr), with the way to take them down."""
+    import os
+
+    from provisioner.cluster.state import all_states
+    from provisioner.paths import personal_home
+    if os.geteuid() != 0 or os.environ.get("SIMCLUSTER_HOME"):
+        return
+    old = personal_home()
+    names = [st.name for st in all_states(old)]
+    if names:
+        click.echo(f"note: clusters in root's old state directory {old}, which other users cannot reach: "
+                   f"{', '.join(names)} (list them: SIMCLUSTER_HOME={old} simcluster list; take them down with "
+                   f"SIMCLUSTER_HOME={old} simcluster down --all; see docs/users.md)", err=True)

@@ -201,6 +201,24 @@ def test_a_lock_another_user_cannot_take_says_whose_clusters_they_are(tmp_path, 
             pass
 
 
+def test_list_names_roots_clusters_left_in_its_old_home(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+
+    from provisioner.cli.main import cli
+    monkeypatch.delenv("SIMCLUSTER_HOME", raising=False)
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setattr(os, "geteuid", lambda: 0)
+    monkeypatch.setattr(paths, "SYSTEM_HOME", tmp_path / "system")
+    monkeypatch.setattr(clusters, "registered_providers", lambda available_only=True: [])
+    _saved_state(tmp_path / "xdg" / "simcluster", "oldc")
+    result = CliRunner().invoke(cli, ["list"])
+    assert result.exit_code == 0, result.output
+    assert result.stdout.startswith("no clusters")
+    old = tmp_path / "xdg" / "simcluster"
+    assert f"note: clusters in root's old state directory {old}, which other users cannot reach: oldc" in result.stderr
+    assert f"SIMCLUSTER_HOME={old} simcluster down --all" in result.stderr
+
+
 # ---------------------------------------------------------------- checks before up
 
 
