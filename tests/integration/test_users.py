@@ -115,7 +115,11 @@ def test_another_user_runs_jobs_as_themselves_and_reads_no_secret(make_users, ro
         assert wanted in readable, sorted(readable)
     for secret in SECRETS:
         assert secret not in readable, secret
-    assert (state / "etc/munge.key").exists() and (state / "etc/jwt_hs256.key").exists()
+    keys = [(state / k).read_bytes() for k in SECRETS[:2]]
+    assert all(len(k) >= 32 for k in keys)
+    for rel in readable:  # nor is a key's content copied anywhere they can read
+        data = (state / rel).read_bytes()
+        assert not any(k in data for k in keys), rel
 
     # A fresh login shell: their umask changed to tell it from the default.
     out = login(user, _env(root_home, name) + f"""
@@ -161,6 +165,15 @@ partitions:
 """)
     run_cli(["up", "-c", str(spec)], root_home, check=True)
     only = f"only-{alice[-4:]}"
+    # The database password is in slurmdbd.conf (0600) and in no file another user can read
+    # (logs of the database's bootstrap and of sacctmgr included).
+    state = root_home / name
+    password = next(line.split("=", 1)[1] for line in (state / "etc/slurmdbd.conf").read_text().splitlines()
+                    if line.startswith("StoragePass="))
+    assert len(password) >= 16
+    for path in state.rglob("*"):
+        if path.is_file() and not path.is_symlink() and _readable_by_others(path, state):
+            assert password.encode() not in path.read_bytes(), path
     assocs = run_cli(["exec", "--name", name, "--", "sacctmgr", "-n", "-P", "show", "user", "format=user,defaultaccount"],
                      root_home, check=True).stdout.split()
     assert f"{alice}|{alice}" in assocs and f"{bob}|{bob}" in assocs, assocs
