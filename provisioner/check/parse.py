@@ -94,6 +94,7 @@ class Assignment:
     prefix_of: Optional["Command"] = None  # `VAR=x cmd`: only cmd sees it
     file: str = ""       # the file it is written in (a helper script's path, else the script's)
     seq: int = 0         # execution order across the script and the helpers it runs
+    appends: bool = False  # `VAR+=...`: its value is the earlier one with this appended
 
 
 @dataclass
@@ -526,6 +527,8 @@ class _Walker:
             return [Part("var", src.text(node), shell, line, (name,))]
         if t == "expansion":
             names = tuple(src.text(c) for c in node.children if c.type in ("variable_name", "special_variable_name"))
+            if not names:
+                names = _whole_array(node, src)
             default = None
             kids = list(node.children)
             for i, c in enumerate(kids):
@@ -538,6 +541,17 @@ class _Walker:
         if t == "concatenation":
             out = []
             for child in node.children:
+                out += self.parts(child, src, shell)
+            return out
+        if t == "array":
+            # `ARGS=(--nnodes 2 --node_rank $SLURM_NODEID)`: its elements, one space apart, so that
+            # "${ARGS[@]}" is followed like a string variable holding the same words
+            out = []
+            for child in node.children:
+                if child.type in ("(", ")", "comment"):
+                    continue
+                if out:
+                    out.append(Part("lit", " ", shell, src.line(child)))
                 out += self.parts(child, src, shell)
             return out
         return self._literal(src.text(node), src, shell, line)
@@ -596,8 +610,17 @@ class _Walker:
         value_node = node.child_by_field_name("value")
         name = src.text(name_node)
         value = self.word(value_node, src, shell) if value_node is not None else Word([], src.line(node), "")
+        appends = any(c.type == "+=" for c in node.children)
+        if appends:
+            # `ARGS+=(--max_restarts 3)`, `ARGS+=" --foo"`: appended to what the variable held
+            before = next((a.value for a in reversed(self.assignments) if a.name == name and a.shell == shell
+                           and a.prefix_of is None and a.value is not None), None)
+            if before is not None and before.parts:
+                sep = [Part("lit", " ", shell, value.line)] if value_node is not None and value_node.type == "array" \
+                    else []
+                value = Word(before.parts + sep + value.parts, value.line, value.text)
         a = Assignment(name, value, src.line(node), shell, exported, prefix_of, file=self.file,
-                       seq=self.next_seq())
+                       seq=self.next_seq(), appends=appends)
         self.assignments.append(a)
         if shell == BATCH and prefix_of is None:
             resolved = self.resolve(value)
@@ -848,6 +871,21 @@ def _names_in(node, src: _Source) -> Iterator[str]:
         yield from src.sentinels[int(m.group(1))].names
     for child in node.children:
         yield from _names_in(child, src)
+
+
+def _whole_array(node, src: _Source) -> Tuple[str, ...]:
+    """The array an expansion hands on whole: `${ARGS[@]}`, `${ARGS[*]}` (not an element
+    `${ARGS[0]}`, its length `${#ARGS[@]}` or its keys `${!ARGS[@]}`)."""
+    kids = list(node.children)
+    if any(c.type in ("#", "!") for c in kids[:2]):
+        return ()
+    for c in kids:
+        if c.type == "subscript":
+            name = next((src.text(x) for x in c.children if x.type == "variable_name"), None)
+            index = [src.text(x) for x in c.children if x.type not in ("variable_name", "[", "]")]
+            if name and index in (["@"], ["*"]):
+                return (name,)
+    return ()
 
 
 def _is_background(node) -> bool:
