@@ -1152,6 +1152,18 @@ def _nnodes_problem(ctx: Context, launch: Launch, nodes: int, fixed: bool) -> Op
             f"{nodes - hi} wait (c10d) or get a node rank out of range (static)")
 
 
+def _srun_options_in_variable(ctx: Context, cmd: Command) -> bool:
+    """For a command rebuilt from `srun $VAR ...`: whether $VAR holds srun's options (its value
+    starts with one), not the command (`srun $CMD` with CMD="torchrun ...")."""
+    for c in ctx.script.commands:
+        if c.srun is cmd.srun and c.shell == TASK and not c.expanded and c.argv:
+            m = _WHOLE_VAR.fullmatch(c.argv[0].flat())
+            a = ctx.script.assignment_before(m.group(1), c.seq) if m else None
+            value = a.value.flat().strip("\"' ") if a is not None and a.value is not None else ""
+            return value.startswith("-")
+    return False
+
+
 def rule_nnodes_mismatch(ctx: Context) -> Iterator[Finding]:
     """srun starts a torchrun agent on each of several nodes, and torchrun is told of another
     number of nodes: no --nnodes (its default is 1), --nnodes 1, --standalone, a literal count
@@ -1164,6 +1176,8 @@ def rule_nnodes_mismatch(ctx: Context) -> Iterator[Finding]:
     for cmd in ctx.script.commands:
         if cmd.shell != TASK or cmd.srun is None or _is_bash_c(cmd) or cmd.srun.seq in seen:
             continue
+        if cmd.expanded and _srun_options_in_variable(ctx, cmd):
+            continue  # `srun $SRUN_ARGS torchrun ...`: the step as written says which options srun gets
         found = _torchrun_of_step(ctx, cmd)
         if found is None:
             continue

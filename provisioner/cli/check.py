@@ -49,7 +49,9 @@ def command(ctx, scripts, as_json, run, real, no_shellcheck, nodes, strict, time
     variable (`srun torchrun --node_rank=$SLURM_NODEID` is expanded once, by the batch shell),
     RANK exported before srun, --signal without B: while the script traps it, CUDA_VISIBLE_DEVICES
     overrides, MASTER_ADDR=localhost, fixed ports, tasks vs nproc_per_node vs GPUs, double
-    launches, missing --kill-on-bad-exit. Helper scripts it runs (bash/sh/source/. FILE) are
+    launches, torchrun on several nodes told of one (no --nnodes, --standalone), missing
+    --kill-on-bad-exit. Launcher options held in variables and bash arrays
+    (`srun torchrun "${ARGS[@]}"`) are followed. Helper scripts it runs (bash/sh/source/. FILE) are
     followed, and a Python entry point beside the script is read (frameworks that map Slurm's
     variables themselves). ShellCheck's findings are shown with them where it is installed.
     With --like (or --config) the header is judged against that cluster as slurmctld would:
