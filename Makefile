@@ -16,7 +16,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PIP := $(VENV)/bin/pip install -q --disable-pip-version-check
 DEMO_NAME ?= demo
 
-.PHONY: setup setup-apt setup-venv setup-nodestart setup-train setup-deploy setup-test setup-docker setup-containers demo test test-unit \
+.PHONY: setup setup-apt setup-venv setup-nodestart setup-train setup-deploy setup-test setup-docker setup-containers setup-atf demo test test-unit \
 	test-integration test-docker bench soak bench-faults bench-containers clean
 
 # Each user installs what their path needs (docs/requirements.md lists what each target
@@ -76,6 +76,12 @@ setup-containers:  ## container jobs on local clusters: libslurm-dev + squashfs-
 setup-docker:  ## docker.io + debootstrap, and a running dockerd (for the docker backend)
 	@bash scripts/ensure-dockerd.sh
 
+# SchedMD's own Python testsuite (ATF) of the host's Slurm release, from Debian's source
+# package of exactly the installed slurm-client version, into ~/.cache/simcluster/atf
+# (tests/integration/test_schedmd_testsuite.py runs it; docs/schedmd-testsuite.md).
+setup-atf:  ## SchedMD's testsuite for the host's Slurm: python3-pytest, python3-pexpect (apt, only the missing ones), a deb-src line if apt has none, the source package (about 10 MB, sha256 checked) unpacked into ~/.cache/simcluster/atf (quick when done)
+	@bash scripts/setup-atf.sh
+
 # The main job: `simcluster test` brings the cluster up, runs verify (the Slurm basics, the
 # time-limit signal, DDP, FSDP, DeepSpeed ZeRO-3 and Megatron-core across the 2 nodes),
 # prints the report and takes the cluster down, also when a check fails (exit 1, the logs
@@ -83,7 +89,7 @@ setup-docker:  ## docker.io + debootstrap, and a running dockerd (for the docker
 demo: setup setup-train setup-containers  ## the main job: a 2-node fake-GPU cluster up, verify (Slurm basics, a container step + DDP, FSDP, DeepSpeed, Megatron), report, down
 	$(SIMCLUSTER) test --name $(DEMO_NAME) --nodes 2 --fake-gpus 2 --suite all
 
-test: setup setup-train setup-deploy setup-test setup-docker setup-containers  ## the full test suite (real daemons, real dockerd)
+test: setup setup-train setup-deploy setup-test setup-docker setup-containers setup-atf  ## the full test suite (real daemons, real dockerd)
 	$(PY) -m pytest -q -rs --durations=30 tests
 
 test-docker: setup setup-train setup-deploy setup-test setup-docker  ## the docker backend's tests only (tests/docker)
@@ -92,7 +98,7 @@ test-docker: setup setup-train setup-deploy setup-test setup-docker  ## the dock
 test-unit: setup-venv setup-deploy setup-test  ## pure logic only, no daemons (tests/unit), seconds
 	$(PY) -m pytest -q tests/unit
 
-test-integration: setup setup-train setup-test setup-containers  ## the local backend with real daemons (tests/integration)
+test-integration: setup setup-train setup-test setup-containers setup-atf  ## the local backend with real daemons (tests/integration)
 	$(PY) -m pytest -q -rs tests/integration
 
 # Every figure with the machine, its load average and its floor beside it. About 15 minutes
