@@ -205,3 +205,30 @@ def test_schedmd_testsuite_local_config(atf_root, tmp_path):
     assert not stale, ("listed in EXPECTED_FAILURES but did not fail (remove them from the table):\n"
                        + "\n".join(f"  {tid}: {o}" for tid, o in sorted(stale.items())))
     assert counts["passed"] > 0
+
+
+def test_junit_outcomes_read_as_pytest_writes_them(tmp_path):
+    """The outcome reader on a JUnit file of the shape pytest-3 writes: a pass, a failure, a
+    skip, a parametrised error, and a module that could not be imported."""
+    junit = tmp_path / "m.xml"
+    junit.write_text(
+        '<testsuites><testsuite name="pytest">'
+        '<testcase classname="tests.commands.x.test_a" name="test_ok" time="0.1"/>'
+        '<testcase classname="tests.commands.x.test_a" name="test_bad"><failure message="AssertionError: 1 == 0">'
+        'long text</failure></testcase>'
+        '<testcase classname="tests.commands.x.test_a" name="test_later"><skipped type="pytest.skip" '
+        'message="This test requires auto-config to be enabled"/></testcase>'
+        '<testcase classname="tests.commands.x.test_a" name="test_p[3]"><error message="failed on setup"/></testcase>'
+        '<testcase classname="" name="tests.commands.x.test_b"><error message="collection failure">'
+        'ImportError</error></testcase>'
+        '</testsuite></testsuites>')
+    module = "tests/commands/x/test_a.py"
+    assert outcomes_of(junit, module) == [
+        (f"{module}::test_ok", "passed", ""),
+        (f"{module}::test_bad", "failed", "AssertionError: 1 == 0"),
+        (f"{module}::test_later", "skipped", "This test requires auto-config to be enabled"),
+        (f"{module}::test_p", "failed", "failed on setup"),
+        (f"{module}::<collect>", "failed", "collection failure"),
+    ]
+    assert set(EXPECTED_FAILURES).isdisjoint(PENDING_NODEHOSTNAME)
+    assert set(EXPECTED_FAILURES).isdisjoint(DESELECTED)
