@@ -9,8 +9,9 @@
  *    unpacked once per cluster into <state>/images/<key> (unsquashfs, under a lock, shared by
  *    every node of the host), and the step's root file system is an overlay of it with a
  *    writable upper directory of its own, <state>/data/<job>.<step>.<node>; a named
- *    container (--container-name) keeps its upper directory, <state>/data/<job>.name.<name>.<node>,
- *    so later steps of the job on that node see what earlier ones wrote;
+ *    container (--container-name) keeps its upper directory, <state>/data/<job>.name.<name>.<host>,
+ *    so later steps of the job on that node see what earlier ones wrote, and a later step
+ *    that names it without --container-image runs in it (pyxis's name flags: cb_name);
  *  - per task (slurm_spank_task_init_privileged, as root): a private mount namespace with
  *    /proc, the node's /dev and /sys, /etc/hosts, the --container-mounts and the home
  *    directory mounted in the root file system, pivot_root into it, chdir to the workdir;
@@ -52,23 +53,31 @@ SPANK_PLUGIN(simcluster_pyxis, 1);
 
 #define MAX_MOUNTS 64
 
+/* pyxis's flags of --container-name=NAME[:FLAG] (its args.c), in its order. */
+enum name_mode { NAME_AUTO, NAME_CREATE, NAME_EXEC, NAME_NO_EXEC };
+static const char *const NAME_FLAGS[] = {"auto", "create", "exec", "no_exec", NULL};
+
 static struct {
     char *image, *mounts, *workdir, *name, *env, *save;
     int remap_root;   /* 1 / 0 */
     int mount_home;   /* 1 / 0 */
     int writable;     /* 1 / 0 */
-} opt = {NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 1};
+    enum name_mode name_mode;
+} opt = {NULL, NULL, NULL, NULL, NULL, NULL, 0, 0, 1, NAME_AUTO};
 
 static char state_dir[PATH_MAX];
 static char step_dir[PATH_MAX];   /* <state>/data/<container id> */
 static char rootfs[PATH_MAX];     /* step_dir/root: the container's root file system */
-static int step_mounted;          /* the overlay is ours to unmount at the step's end */
+static int step_mounted;          /* the step runs in rootfs: the overlay is ours to unmount at its
+                                   * end (unnamed), or we hold a user's place in it (named) */
 static char task_dir[PATH_MAX];   /* where the task starts inside the container */
 static int is_batch;              /* the batch step: its script is mounted in the container */
 /* --container-save */
 static char save_path[PATH_MAX];  /* where the step's first node saves its container */
-static char save_error[PATH_MAX + 256];  /* why it cannot, said by each task (slurmstepd's own
-                                          * messages go to slurmd's log, a task's to the user) */
+/* Why the step's tasks cannot run (a --container-save target, a --container-name that does
+ * not fit), said by each task before it fails: slurmstepd's own messages at this point go to
+ * slurmd's log, a task's to the user. */
+static char step_error[PATH_MAX + 256];
 static uint32_t exited_tasks;
 
 static int set_str(char **dst, const char *val)
@@ -81,7 +90,35 @@ static int set_str(char **dst, const char *val)
 static int cb_image(int v, const char *o, int r) { return set_str(&opt.image, o); }
 static int cb_mounts(int v, const char *o, int r) { return set_str(&opt.mounts, o); }
 static int cb_workdir(int v, const char *o, int r) { return set_str(&opt.workdir, o); }
-static int cb_name(int v, const char *o, int r) { return set_str(&opt.name, o); }
+/* --container-name=NAME[:FLAG], with pyxis's flags: auto (the default: NAME where it exists,
+ * else made from --container-image), create (NAME must not exist yet), exec (NAME must be in
+ * use by a running step of the job on the node), no_exec (pyxis: never join a running one's
+ * namespaces; here a container has none of its own to join, so the same as auto). */
+static int cb_name(int v, const char *o, int r)
+{
+    const char *colon = o ? strchr(o, ':') : NULL;
+    int mode = NAME_AUTO;
+    if (colon && colon[1]) {
+        for (mode = 0; NAME_FLAGS[mode] && strcmp(NAME_FLAGS[mode], colon + 1); mode++)
+            ;
+        if (!NAME_FLAGS[mode]) {
+            slurm_error("simcluster_pyxis: --container-name=%s: the flag after ':' must be auto, create, exec or "
+                        "no_exec", o);
+            return -1;
+        }
+    }
+    if (set_str(&opt.name, o))
+        return -1;
+    if (colon)
+        opt.name[colon - o] = 0;
+    if (!opt.name[0] || strchr(opt.name, '/') || opt.name[0] == '.') {
+        slurm_error("simcluster_pyxis: --container-name=%s: a name must not be empty, hold '/' or start with '.'",
+                    o ? o : "");
+        return -1;
+    }
+    opt.name_mode = mode;
+    return 0;
+}
 static int cb_env(int v, const char *o, int r) { return set_str(&opt.env, o); }
 static int cb_save(int v, const char *o, int r) { return set_str(&opt.save, o); }
 static int cb_flag(int v, const char *o, int r)
@@ -428,54 +465,11 @@ static int inherited_option(const char *name, const char *value)
 
 static int save_target(spank_t sp);
 
-/* Once per step and node, in slurmstepd as root: the container's root file system. */
-int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+/* The overlay of image_dir at rootfs, with the upper layer in step_dir (kept where a named
+ * container had it before: on disk, or on its tmpfs). */
+static int mount_container(const char *image_dir)
 {
-    char image_dir[PATH_MAX], upper[PATH_MAX], work[PATH_MAX], data[PATH_MAX + 16 * 3];
-    uint32_t job, step, node;
-    if (!opt.image || !opt.image[0])
-        return 0;
-    if (parse_args(ac, av))
-        return -1;
-    if (!spank_remote(sp)) {
-        /* srun, sbatch, salloc: a wrong image is the user's one line before anything starts;
-         * srun also unpacks it here, on the nodes' host (the cache is the cluster's) where
-         * its user may write there, so that the step itself only mounts. */
-        if (spank_context() == S_CTX_LOCAL && access(state_dir, W_OK) == 0)
-            return unpack_image(opt.image, image_dir, sizeof(image_dir));
-        /* An srun in a container'd batch script (or in one of its steps) takes the job's
-         * options from its environment; they were checked when the job was submitted, and
-         * the image's path on the node is out of sight inside the container. */
-        if (inherited_option("container_image", opt.image))
-            return 0;
-        if (strncmp(opt.image, DOCKER, strlen(DOCKER)) == 0) {  /* sbatch, salloc: no registry is one line now */
-            char pulled[PATH_MAX];
-            return pull_image(opt.image, pulled, sizeof(pulled));
-        }
-        return check_image(opt.image);
-    }
-    if (get_u32(sp, S_JOB_ID, &job) || get_u32(sp, S_JOB_STEPID, &step) || get_u32(sp, S_JOB_NODEID, &node))
-        return -1;
-    /* As pyxis (0.12+): sbatch's options put the batch script itself in the container;
-     * salloc's reach every srun of the allocation (Slurm passes SPANK options in the job's
-     * environment). The extern step and an interactive step stay on the node. */
-    if (step == SLURM_EXTERN_CONT || step == SLURM_INTERACTIVE_STEP)
-        return 0;
-    is_batch = step == SLURM_BATCH_SCRIPT;
-    if (opt.save && opt.save[0] && node == 0)
-        save_target(sp);  /* a wrong PATH fails the tasks, where the user sees why */
-    if (opt.name && opt.name[0]) {
-        if (strchr(opt.name, '/') || opt.name[0] == '.') {
-            slurm_error("simcluster_pyxis: --container-name=%s: a name may not hold '/' or start with '.'", opt.name);
-            return -1;
-        }
-        snprintf(step_dir, sizeof(step_dir), "%s/data/%u.name.%s.%u", state_dir, job, opt.name, node);
-    } else {
-        snprintf(step_dir, sizeof(step_dir), "%s/data/%u.%u.%u", state_dir, job, step, node);
-    }
-    if (unpack_image(opt.image, image_dir, sizeof(image_dir)))
-        return -1;
-    snprintf(rootfs, sizeof(rootfs), "%s/root", step_dir);
+    char upper[PATH_MAX], work[PATH_MAX], data[PATH_MAX + 16 * 3];
     /* A named container whose layer is on a tmpfs (below) keeps using it. */
     if (layer_dirs(tmpfs_layer(0) > 0, upper, work) || mkdirs(rootfs, 0755)) {
         slurm_error("simcluster_pyxis: cannot make %s: %m", step_dir);
@@ -503,6 +497,187 @@ int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
                     "file system overlayfs accepts as upper, e.g. ext4 or xfs)", rootfs);
         return -1;
     }
+    return 0;
+}
+
+/* 1 where path is a mount point (another file system than its parent directory's). */
+static int is_mount_point(const char *path, const char *parent)
+{
+    struct stat st, up;
+    return stat(path, &st) == 0 && stat(parent, &up) == 0 && st.st_dev != up.st_dev;
+}
+
+/* The node's own name for a named container's directory: its host name (every node of a
+ * local cluster has a UTS namespace of its own, as every node container of a docker cluster
+ * has), not S_JOB_NODEID, which is the node's place in the step: node2 is 0 in a step on node2
+ * alone, and all the nodes of a host share the state directory. */
+static void node_name(spank_t sp, char *out, size_t len)
+{
+    uint32_t node = 0;
+    if (gethostname(out, len) == 0 && out[0] && !strchr(out, '/'))
+        return;
+    get_u32(sp, S_JOB_NODEID, &node);
+    snprintf(out, len, "node-%u", node);
+}
+
+/* step_dir/users/step.<id>: a step of the job that runs in the named container now; the
+ * last one to leave unmounts it (slurm_spank_exit). A step killed before it leaves keeps it
+ * mounted until the job's end (the Epilog). */
+static void user_path(uint32_t step, char *out, size_t len)
+{
+    snprintf(out, len, "%s/users/step.%u", step_dir, step);
+}
+
+/* The named container of this job on this node, with pyxis's rules: where it exists, the
+ * step runs in it with its changes (the image it was made from; a --container-image given
+ * now is not imported, as with pyxis); while another step of the job runs in it, in the very
+ * same mount; where it does not, --container-image makes it, and without one the step fails.
+ * The flags of --container-name (cb_name) refuse the other cases. Under a lock of the
+ * container: two steps that name it at once make it once. */
+static int named_container(spank_t sp, uint32_t step)
+{
+    char path[PATH_MAX + 32], image_dir[PATH_MAX] = "";
+    int has_image = opt.image && opt.image[0], rc = 0, refused = 1;
+    snprintf(path, sizeof(path), "%s/users", step_dir);
+    if (mkdirs(path, 0755)) {
+        slurm_error("simcluster_pyxis: cannot make %s: %m", path);
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s/lock", step_dir);
+    int fd = open(path, O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+    if (fd < 0 || flock(fd, LOCK_EX)) {
+        slurm_error("simcluster_pyxis: cannot lock %s: %m", path);
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    snprintf(path, sizeof(path), "%s/image", step_dir);
+    FILE *fh = fopen(path, "r");
+    int exists = fh && fgets(image_dir, sizeof(image_dir), fh);
+    if (fh)
+        fclose(fh);
+    image_dir[strcspn(image_dir, "\n")] = 0;
+    int running = exists && is_mount_point(rootfs, step_dir);
+    if (exists && opt.name_mode == NAME_CREATE) {
+        snprintf(step_error, sizeof(step_error), "--container-name=%s:create: a container named %s exists "
+                 "already in this job on this node", opt.name, opt.name);
+    } else if (!running && opt.name_mode == NAME_EXEC) {
+        snprintf(step_error, sizeof(step_error), "--container-name=%s:exec: no step of this job runs in a "
+                 "container named %s on this node now", opt.name, opt.name);
+    } else if (!exists && !has_image) {
+        snprintf(step_error, sizeof(step_error), "--container-name=%s: no container named %s in this job on "
+                 "this node (a step with --container-image=IMAGE --container-name=%s makes it), and no "
+                 "--container-image", opt.name, opt.name, opt.name);
+    } else if (running) {
+        refused = 0;  /* shared with the steps in it now; the last to leave unmounts it */
+    } else if (exists) {
+        /* Not mounted: no step runs in it, whatever a killed one left in users/. */
+        snprintf(path, sizeof(path), "%s/users", step_dir);
+        remove_tree(path);
+        rc = mkdirs(path, 0755) || mount_container(image_dir) ? -1 : 0;
+        refused = 0;
+    } else if ((rc = unpack_image(opt.image, image_dir, sizeof(image_dir))) == 0 &&
+               (rc = mount_container(image_dir)) == 0) {
+        /* Made: its image, for the steps that name it later without one. */
+        char tmp[PATH_MAX + 32];
+        snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+        fh = fopen(tmp, "w");
+        rc = fh && fprintf(fh, "%s\n", image_dir) > 0 && fclose(fh) == 0 && rename(tmp, path) == 0 ? 0 : -1;
+        if (rc) {
+            slurm_error("simcluster_pyxis: cannot write %s: %m", path);
+            umount2(rootfs, MNT_DETACH);
+        }
+        refused = 0;
+    }
+    if (rc == 0 && !refused) {
+        user_path(step, path, sizeof(path));
+        int user = open(path, O_CREAT | O_WRONLY | O_CLOEXEC, 0644);
+        if (user >= 0)
+            close(user);
+        step_mounted = 1;
+    }
+    close(fd);
+    return rc;
+}
+
+/* The step leaves its named container; the last step in it unmounts it (its layer stays
+ * until the job's end). */
+static void leave_named_container(spank_t sp)
+{
+    char path[PATH_MAX + 32];
+    uint32_t step;
+    snprintf(path, sizeof(path), "%s/lock", step_dir);
+    int fd = open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0 || flock(fd, LOCK_EX) || get_u32(sp, S_JOB_STEPID, &step)) {
+        slurm_error("simcluster_pyxis: cannot lock %s: %m", path);
+        if (fd >= 0)
+            close(fd);
+        return;
+    }
+    user_path(step, path, sizeof(path));
+    unlink(path);
+    snprintf(path, sizeof(path), "%s/users", step_dir);
+    DIR *dir = opendir(path);
+    int others = 0;
+    for (struct dirent *e; dir && (e = readdir(dir));)
+        others |= e->d_name[0] != '.';
+    if (dir)
+        closedir(dir);
+    if (!others && umount2(rootfs, MNT_DETACH))
+        slurm_error("simcluster_pyxis: unmount %s: %m", rootfs);
+    close(fd);
+}
+
+/* Once per step and node, in slurmstepd as root: the container's root file system. */
+int slurm_spank_init_post_opt(spank_t sp, int ac, char **av)
+{
+    char image_dir[PATH_MAX], host[256];
+    uint32_t job, step, node;
+    int has_image = opt.image && opt.image[0], named = opt.name && opt.name[0];
+    if (!has_image && !named)
+        return 0;
+    if (parse_args(ac, av))
+        return -1;
+    if (!spank_remote(sp)) {
+        /* A name alone: whether the container exists is known on each node only. */
+        if (!has_image)
+            return 0;
+        /* srun, sbatch, salloc: a wrong image is the user's one line before anything starts;
+         * srun also unpacks it here, on the nodes' host (the cache is the cluster's) where
+         * its user may write there, so that the step itself only mounts. */
+        if (spank_context() == S_CTX_LOCAL && access(state_dir, W_OK) == 0)
+            return unpack_image(opt.image, image_dir, sizeof(image_dir));
+        /* An srun in a container'd batch script (or in one of its steps) takes the job's
+         * options from its environment; they were checked when the job was submitted, and
+         * the image's path on the node is out of sight inside the container. */
+        if (inherited_option("container_image", opt.image))
+            return 0;
+        if (strncmp(opt.image, DOCKER, strlen(DOCKER)) == 0) {  /* sbatch, salloc: no registry is one line now */
+            char pulled[PATH_MAX];
+            return pull_image(opt.image, pulled, sizeof(pulled));
+        }
+        return check_image(opt.image);
+    }
+    if (get_u32(sp, S_JOB_ID, &job) || get_u32(sp, S_JOB_STEPID, &step) || get_u32(sp, S_JOB_NODEID, &node))
+        return -1;
+    /* As pyxis (0.12+): sbatch's options put the batch script itself in the container;
+     * salloc's reach every srun of the allocation (Slurm passes SPANK options in the job's
+     * environment). The extern step and an interactive step stay on the node. */
+    if (step == SLURM_EXTERN_CONT || step == SLURM_INTERACTIVE_STEP)
+        return 0;
+    is_batch = step == SLURM_BATCH_SCRIPT;
+    if (opt.save && opt.save[0] && node == 0)
+        save_target(sp);  /* a wrong PATH fails the tasks, where the user sees why */
+    if (named) {
+        node_name(sp, host, sizeof(host));
+        snprintf(step_dir, sizeof(step_dir), "%s/data/%u.name.%s.%s", state_dir, job, opt.name, host);
+        snprintf(rootfs, sizeof(rootfs), "%s/root", step_dir);
+        return named_container(sp, step);
+    }
+    snprintf(step_dir, sizeof(step_dir), "%s/data/%u.%u.%u", state_dir, job, step, node);
+    snprintf(rootfs, sizeof(rootfs), "%s/root", step_dir);
+    if (unpack_image(opt.image, image_dir, sizeof(image_dir)) || mount_container(image_dir))
+        return -1;
     step_mounted = 1;
     return 0;
 }
@@ -806,12 +981,14 @@ int slurm_spank_task_init_privileged(spank_t sp, int ac, char **av)
 {
     char cwd[PATH_MAX] = "/", path[PATH_MAX];
     uid_t uid;
-    if (!opt.image || !opt.image[0] || !rootfs[0])
-        return 0;
-    if (save_error[0]) {
-        slurm_error("simcluster_pyxis: %s", save_error);
+    /* Before anything else: a step that names no container it can run in never runs its
+     * tasks outside one. */
+    if (step_error[0]) {
+        slurm_error("simcluster_pyxis: %s", step_error);
         return -1;
     }
+    if (!step_mounted)
+        return 0;
     if (!getcwd(cwd, sizeof(cwd)))
         snprintf(cwd, sizeof(cwd), "/");
     if (unshare(CLONE_NEWNS) || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL)) {
@@ -900,7 +1077,7 @@ int slurm_spank_task_init(spank_t sp, int ac, char **av)
     char map[64];
     uid_t uid = getuid();
     gid_t gid = getgid();
-    if (!opt.image || !opt.image[0] || !rootfs[0])
+    if (!step_mounted)
         return 0;
     if (chdir(task_dir)) {
         slurm_error("simcluster_pyxis: cannot change to %s inside the container: %m", task_dir);
@@ -935,7 +1112,7 @@ static int save_target(spank_t sp)
     uid_t uid;
     gid_t gid;
     if (opt.save[0] != '/' && spank_getenv(sp, "PWD", cwd, sizeof(cwd)) != ESPANK_SUCCESS) {
-        snprintf(save_error, sizeof(save_error), "--container-save=%s: a relative path, and the job has no "
+        snprintf(step_error, sizeof(step_error), "--container-save=%s: a relative path, and the job has no "
                  "directory", opt.save);
         return -1;
     }
@@ -950,7 +1127,7 @@ static int save_target(spank_t sp)
     if (pid == 0)  /* the user's own right to write there, not root's */
         _exit(setgroups(0, NULL) || setgid(gid) || setuid(uid) || access(dir[0] ? dir : "/", W_OK) ? 1 : 0);
     if (pid < 0 || waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) {
-        snprintf(save_error, sizeof(save_error), "--container-save=%s: %s is not a directory the job's user may "
+        snprintf(step_error, sizeof(step_error), "--container-save=%s: %s is not a directory the job's user may "
                  "write to on this node", opt.save, dir[0] ? dir : "/");
         save_path[0] = 0;
         return -1;
@@ -991,16 +1168,20 @@ int slurm_spank_task_exit(spank_t sp, int ac, char **av)
     return save_container(sp);
 }
 
-/* The step's end, in slurmstepd: its overlay goes; an unnamed container's directory too. */
+/* The step's end, in slurmstepd: its overlay goes (a named container's when no other step of
+ * the job runs in it); an unnamed container's directory too. */
 int slurm_spank_exit(spank_t sp, int ac, char **av)
 {
     if (!spank_remote(sp) || !step_mounted)
         return 0;
+    step_mounted = 0;
+    if (opt.name && opt.name[0]) {
+        leave_named_container(sp);
+        return 0;
+    }
     if (umount2(rootfs, MNT_DETACH))
         slurm_error("simcluster_pyxis: unmount %s: %m", rootfs);
-    step_mounted = 0;
-    if (!(opt.name && opt.name[0]))
-        remove_container(step_dir);
+    remove_container(step_dir);
     return 0;
 }
 

@@ -5,7 +5,7 @@ From this host's shell, through the wrappers of `simcluster env`: `srun -N2
 --container-image=... --container-mounts=... --container-workdir=... hostname` with a
 squashfs file in the shared directory (named by its host path) and with dockerd://IMAGE
 (unpacked on this host's side, where the engine is); a batch job whose second step reuses a
-named container; one line for a docker image the engine lacks. Afterwards nothing is mounted
+named container by its name alone and whose step with an unknown name fails; one line for a docker image the engine lacks. Afterwards nothing is mounted
 below the plugin's state directory in the node containers, and `down` removes the cluster's
 unpacked images.
 """
@@ -69,14 +69,21 @@ def check_container_jobs(name: str, home: Path) -> None:
     assert [ln.rsplit(" ", 1)[0] for ln in lines] == [f"node{i} /data from the host" for i in (1, 1, 2, 2)], lines
     # The tiny image's os-release has 2 lines, a Debian image's more: each srun ran in its own.
     assert sorted(ln.rsplit(" ", 1)[1] == "2" for ln in lines) == [False, False, True, True], lines
+    # pyxis's pattern: a named container set up by one step, used by name alone by the next;
+    # an unknown name fails the step (one line in the job's output) and never runs it on the
+    # node: there, /shared/ran-on-a-node would be made.
     (shared / "named.sh").write_text(
-        "#!/bin/bash\n#SBATCH -N2 -o named.out\nset -e\n"
+        "#!/bin/bash\n#SBATCH -N2 -o named.out -e named.err\nset -e\n"
         "srun -N2 --container-image=/shared/tiny.sqsh --container-name=c1 bash -c 'echo kept > /kept'\n"
-        "srun -N2 --container-image=/shared/tiny.sqsh --container-name=c1 cat /kept\n"
-        "srun -N2 --container-image=/shared/tiny.sqsh bash -c 'cat /kept 2>/dev/null || echo fresh'\n")
+        "srun -N2 --container-name=c1 cat /kept\n"
+        "srun -N2 --container-image=/shared/tiny.sqsh bash -c 'cat /kept 2>/dev/null || echo fresh'\n"
+        "if srun -N1 --container-name=nope touch /shared/ran-on-a-node; then echo nope-ran; fi\n")
     proc = _shell(env, "sbatch --wait named.sh", shared)
-    assert proc.returncode == 0, proc.stderr + (shared / "named.out").read_text(errors="replace")
+    assert proc.returncode == 0, proc.stderr + (shared / "named.err").read_text(errors="replace")
     assert (shared / "named.out").read_text().split() == ["kept", "kept", "fresh", "fresh"]
+    err = (shared / "named.err").read_text()
+    assert "--container-name=nope: no container named nope in this job on this node" in err, err
+    assert not (shared / "ran-on-a-node").exists()
     # Slurm's own OCI path: srun --container=BUNDLE (oci.conf, crun in the node image), a bundle
     # made by `simcluster image bundle` from the tiny image, run with each task's rank.
     run_cli(["image", "bundle", str(shared / "tiny.sqsh"), "-o", str(shared / "bundle")], home, check=True)

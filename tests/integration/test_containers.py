@@ -144,6 +144,109 @@ def test_steps_run_in_containers_on_both_nodes(make_cluster, image, tmp_path):
     assert _container_mounts(c) == []
 
 
+def test_a_named_container_is_reused_by_its_name_alone(make_cluster, image, tmp_path):
+    """pyxis's pattern: `srun --container-image=IMG --container-name=c1 setup`, then `srun
+    --container-name=c1 cmd` runs cmd in c1 with setup's changes. A name that does not exist
+    (in the job, on that node) fails the step with one clear line and never runs it on the
+    host; each node keeps its own containers (a step on node2 alone finds node2's); pyxis's
+    name flags (create, exec, no_exec, auto); a step that joins a running one shares its
+    file system; the Epilog removes them all at the job's end."""
+    c = make_cluster("--nodes", "2")
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    on_host = tmp_path / "ran-on-the-host"
+    img = f"--container-image={image}"
+    script = write_job(tmp_path / "named.sh", f"""\
+        set -u
+        echo "== reuse"
+        srun -N1 -w node1 {img} --container-name=c1 sh -c 'echo hi > /c1-marker'
+        srun -N1 -w node1 --container-name=c1 cat /c1-marker
+        echo "== nope"
+        srun -N1 -w node1 --container-name=nope touch {on_host}
+        echo "rc=$?"
+        echo "== other-node"
+        srun -N1 -w node2 --container-name=c1 cat /c1-marker
+        echo "rc=$?"
+        echo "== per-node"
+        srun -N2 --ntasks-per-node=1 {img} --container-name=c2 sh -c 'hostname > /who'
+        srun -N1 -w node2 --container-name=c2 cat /who
+        srun -N1 -w node1 --container-name=c2 cat /who
+        echo "== create"
+        srun -N1 -w node1 {img} --container-name=c1:create true
+        echo "rc=$?"
+        echo "== exec"
+        srun -N1 -w node1 --container-name=c1:exec true
+        echo "rc=$?"
+        echo "== flags"
+        srun -N1 -w node1 --container-name=c1:no_exec cat /c1-marker
+        srun -N1 -w node1 {img} --container-name=c3:create sh -c 'echo made > /c3'
+        srun -N1 -w node1 --container-name=c3:auto cat /c3
+        echo "== running"
+        mkfifo {shared}/go
+        srun --overlap -N1 -w node1 --container-name=c1 --container-mounts={shared}:/out \\
+            sh -c 'touch /out/started; read x < /out/go; cat /c1-exec' &
+        for i in $(seq 3000); do [ -e {shared}/started ] && break; sleep 0.1; done
+        srun --overlap -N1 -w node1 --container-name=c1:exec sh -c 'echo from-exec > /c1-exec'
+        timeout 120 sh -c 'echo go > {shared}/go'  # no reader: the first step failed
+        wait
+        echo "== after"
+        srun -N1 -w node1 --container-name=c1 cat /c1-exec
+        echo "== end"
+        """)
+    out_file = tmp_path / "out.txt"  # stdout and stderr: what the user reads
+    job = c.run(["sbatch", "--parsable", "-N2", "-o", str(out_file), str(script)]).stdout.strip()
+    assert wait_job(c, job, timeout=300) == "COMPLETED", out_file.read_text()
+    out = out_file.read_text()
+    sections = dict(part.split("\n", 1) for part in out.split("== ")[1:])
+    assert sections["reuse"].strip() == "hi", out
+    assert ("--container-name=nope: no container named nope in this job on this node "
+            "(a step with --container-image=IMAGE --container-name=nope makes it), and no --container-image"
+            in sections["nope"]), out
+    assert "rc=0" not in sections["nope"] and "rc=" in sections["nope"], out
+    assert not on_host.exists(), "the step without a container ran on the host"
+    assert "no container named c1" in sections["other-node"] and "rc=0" not in sections["other-node"], out
+    assert [ln for ln in sections["per-node"].splitlines() if ln.startswith("node")] == ["node2", "node1"], out
+    assert "--container-name=c1:create: a container named c1 exists already" in sections["create"], out
+    assert "rc=0" not in sections["create"], out
+    assert "--container-name=c1:exec: no step of this job runs in a container named c1" in sections["exec"], out
+    assert "rc=0" not in sections["exec"], out
+    assert sections["flags"].split() == ["hi", "made"], out
+    assert sections["running"].strip() == "from-exec", out
+    assert sections["after"].strip() == "from-exec", out
+    # The job's named containers go in its Epilog, after the job is COMPLETED.
+    deadline = time.monotonic() + 60
+    data_dir = c.root / containers.CONTAINERS_DIR / "data"
+    while any(data_dir.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not list(data_dir.iterdir())
+    assert _container_mounts(c) == []
+
+
+def test_each_step_has_its_own_options_in_a_named_container(make_cluster, image, tmp_path):
+    """The options other than the image are each step's own, in a reused container as in a
+    new one (pyxis starts the container anew per step): remap-root, read-only, mounts and
+    workdir; a bad name flag is one line from srun."""
+    c = make_cluster("--nodes", "1")
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "from-host.txt").write_text("hello\n")
+    script = write_job(tmp_path / "options.sh", f"""\
+        srun --container-image={image} --container-name=r --container-remap-root sh -c 'id -u > /made'
+        srun --container-name=r --no-container-remap-root --container-readonly \\
+            sh -c 'cat /made; touch /new 2>/dev/null || echo read-only'
+        srun --container-name=r --container-mounts={data}:/data --container-workdir=/data \\
+            sh -c 'echo "$(pwd) $(cat from-host.txt)"; touch /new && echo writable'
+        """)
+    out = tmp_path / "out.txt"
+    job = c.run(["sbatch", "--parsable", "-N1", "-o", str(out), "-e", str(tmp_path / "err.txt"),
+                 str(script)]).stdout.strip()
+    assert wait_job(c, job, timeout=300) == "COMPLETED", (tmp_path / "err.txt").read_text()
+    assert out.read_text().splitlines() == ["0", "read-only", "/data hello", "writable"], out.read_text()
+    bad = c.run(["srun", f"--container-image={image}", "--container-name=x:sometimes", "true"], check=False)
+    assert bad.returncode != 0
+    assert "--container-name=x:sometimes: the flag after ':' must be auto, create, exec or no_exec" in bad.stderr
+
+
 def test_a_missing_image_is_one_line_from_srun(make_cluster, tmp_path):
     c = make_cluster("--nodes", "1")
     proc = c.run(["srun", f"--container-image={tmp_path}/missing.sqsh", "true"], check=False)
