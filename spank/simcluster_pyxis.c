@@ -143,8 +143,9 @@ static struct spank_option options[] = {
     {"container-mounts", "SRC:DST[:ro][,SRC:DST...]", "[simcluster] bind mount[s] inside the container", 1, 0,
      cb_mounts},
     {"container-workdir", "PATH", "[simcluster] working directory inside the container", 1, 0, cb_workdir},
-    {"container-name", "NAME", "[simcluster] a container that later steps of the job reuse, with its changes", 1, 0,
-     cb_name},
+    {"container-name", "NAME[:auto|create|exec|no_exec]",
+     "[simcluster] a container that later steps of the job on the node reuse, with its changes, by its name alone "
+     "or with --container-image", 1, 0, cb_name},
     {"container-save", "PATH",
      "[simcluster] save the container's file system as a squashfs file at the step's end (on its first node)", 1, 0,
      cb_save},
