@@ -242,6 +242,11 @@ def test_each_step_has_its_own_options_in_a_named_container(make_cluster, image,
                  str(script)]).stdout.strip()
     assert wait_job(c, job, timeout=300) == "COMPLETED", (tmp_path / "err.txt").read_text()
     assert out.read_text().splitlines() == ["0", "read-only", "/data hello", "writable"], out.read_text()
+    # salloc's options reach its sruns, and an srun's own name wins over salloc's.
+    proc = c.run(["salloc", "-N1", f"--container-image={image}", "--container-name=a", "bash", "-c",
+                  "srun sh -c 'echo a > /which'; srun --container-name=b sh -c 'cat /which 2>/dev/null || echo fresh';"
+                  "srun cat /which"], timeout=300, cwd=tmp_path)
+    assert proc.stdout.split() == ["fresh", "a"], proc.stdout + proc.stderr
     bad = c.run(["srun", f"--container-image={image}", "--container-name=x:sometimes", "true"], check=False)
     assert bad.returncode != 0
     assert "--container-name=x:sometimes: the flag after ':' must be auto, create, exec or no_exec" in bad.stderr
