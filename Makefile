@@ -16,8 +16,8 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PIP := $(VENV)/bin/pip install -q --disable-pip-version-check
 DEMO_NAME ?= demo
 
-.PHONY: setup setup-apt setup-venv setup-nodestart setup-train setup-deploy setup-test setup-docker setup-containers setup-atf demo test test-unit \
-	test-integration test-docker bench soak bench-faults bench-containers clean
+.PHONY: setup setup-apt setup-venv setup-nodestart setup-train setup-deploy setup-test setup-docker setup-containers setup-atf setup-vm vm-images demo test test-unit \
+	test-integration test-docker test-vm bench soak bench-faults bench-containers clean
 
 # Each user installs what their path needs (docs/requirements.md lists what each target
 # installs and downloads): `setup` the cluster itself, `setup-train` the training stack
@@ -82,6 +82,16 @@ setup-docker:  ## docker.io + debootstrap, and a running dockerd (for the docker
 setup-atf:  ## SchedMD's testsuite for the host's Slurm: python3-pytest, python3-pexpect (apt, only the missing ones), a deb-src line if apt has none, the source package (about 10 MB, sha256 checked) unpacked into ~/.cache/simcluster/atf (quick when done)
 	@bash scripts/setup-atf.sh
 
+# The throwaway VMs of tests/vm (tests/vm/README.md): qemu (TCG: no KVM needed), debootstrap
+# and mkfs.ext4/debugfs build Debian images offline from Debian's archive; ssh drives the
+# guests. ipxe-qemu: the virtio NIC's option ROM qemu loads even when it boots no network.
+VM_PACKAGES := qemu-system-x86 qemu-utils ipxe-qemu debootstrap e2fsprogs openssh-client
+setup-vm:  ## the VM tools of tests/vm: qemu-system-x86, qemu-utils, ipxe-qemu, debootstrap, e2fsprogs, openssh-client (apt, only the missing ones)
+	@$(MAKE) --no-print-directory setup-apt APT_PACKAGES="$(VM_PACKAGES)"
+
+vm-images: setup-vm setup-venv  ## build the Debian bookworm and trixie images of tests/vm, or find them cached ($$SIMCLUSTER_VM_CACHE, /var/cache/simcluster-vm); needs root or sudo
+	$(PY) -m tests.vm.image bookworm trixie
+
 # The main job: `simcluster test` brings the cluster up, runs verify (the Slurm basics, the
 # time-limit signal, DDP, FSDP, DeepSpeed ZeRO-3 and Megatron-core across the 2 nodes),
 # prints the report and takes the cluster down, also when a check fails (exit 1, the logs
@@ -89,7 +99,7 @@ setup-atf:  ## SchedMD's testsuite for the host's Slurm: python3-pytest, python3
 demo: setup setup-train setup-containers  ## the main job: a 2-node fake-GPU cluster up, verify (Slurm basics, a container step + DDP, FSDP, DeepSpeed, Megatron), report, down
 	$(SIMCLUSTER) test --name $(DEMO_NAME) --nodes 2 --fake-gpus 2 --suite all
 
-test: setup setup-train setup-deploy setup-test setup-docker setup-containers setup-atf  ## the full test suite (real daemons, real dockerd)
+test: setup setup-train setup-deploy setup-test setup-docker setup-containers setup-atf setup-vm  ## the full test suite (real daemons, real dockerd, the VM matrix of tests/vm)
 	$(PY) -m pytest -q -rs --durations=30 tests
 
 test-docker: setup setup-train setup-deploy setup-test setup-docker  ## the docker backend's tests only (tests/docker)
@@ -97,6 +107,9 @@ test-docker: setup setup-train setup-deploy setup-test setup-docker  ## the dock
 
 test-unit: setup-venv setup-deploy setup-test  ## pure logic only, no daemons (tests/unit), seconds
 	$(PY) -m pytest -q tests/unit
+
+test-vm: setup-venv setup-test setup-vm  ## the VM matrix only (tests/vm): Debian hosts in qemu, each `make setup` + `simcluster test` inside
+	$(PY) -m pytest -q -rs tests/vm
 
 test-integration: setup setup-train setup-test setup-containers setup-atf  ## the local backend with real daemons (tests/integration)
 	$(PY) -m pytest -q -rs tests/integration

@@ -1,0 +1,1 @@
+"""Throwaway Debian VMs for the platform matrix (README.md here)."""

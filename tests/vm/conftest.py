@@ -1,0 +1,158 @@
+"""Fixtures for the VM tests: one booted VM per Debian suite per session, logs on failure.
+
+    def test_x(trixie_vm):                    # booted, checkout in /root/simcluster
+        vm_make_setup(trixie_vm)              # `make setup` once per VM (cached per session)
+        res = trixie_vm.run("cd /root/simcluster && .venv/bin/simcluster status")
+
+Fixtures: ``vm_machines`` (session: ``.get(suite)`` boots on first use and reuses the VM for
+the rest of the session; every VM is stopped at the session's end, on failure and on Ctrl-C
+too), ``bookworm_vm`` and ``trixie_vm`` (its two VMs), ``vm_timings`` (a dict a test may add
+its measured seconds to; printed at the end of the run and written to
+``<cache>/timings-<suite>.json``). When a test that used a VM fails, the VM's serial log,
+journal, dmesg and a simcluster export-logs bundle are copied into the test's tmp dir
+(``.../vm-logs``), and the path is printed.
+
+Skips only where the host cannot run the VMs (no qemu-system-x86_64, qemu-img, debootstrap,
+ssh; not root and no passwordless sudo): ``make setup-vm`` installs the tools.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Dict
+
+import pytest
+
+from tests.vm.image import REPO, Image, build, cache_root, cached_image
+from tests.vm.machine import Machine, qemu_missing
+
+CHECKOUT = "/root/simcluster"  # where the checkout under test lands in each guest
+# Tests point `simcluster test --logs-dir` here: copied out with the rest when a test fails.
+GUEST_LOG_ROOT = "/root/vm-test-logs"
+
+
+class VMs:
+    """The session's VMs, booted on first use, one per suite."""
+
+    def __init__(self, tmp_root: Path, timings: Dict[str, Dict[str, float]]) -> None:
+        self.tmp_root = tmp_root
+        self.timings = timings
+        self.images: Dict[str, Image] = {}
+        self.machines: Dict[str, Machine] = {}
+        self.setup_done: Dict[str, bool] = {}
+
+    def image(self, suite: str) -> Image:
+        if suite not in self.images:
+            why = qemu_missing()
+            if why:
+                pytest.skip(f"cannot run VMs on this host: {why}")
+            started = time.monotonic()
+            cached = cached_image(suite)
+            self.images[suite] = cached or build(suite)
+            t = self.timings.setdefault(suite, {})
+            t["image_cached" if cached else "image_build_cold"] = round(time.monotonic() - started, 1)
+        return self.images[suite]
+
+    def get(self, suite: str) -> Machine:
+        if suite not in self.machines:
+            image = self.image(suite)
+            machine = Machine(image, self.tmp_root / suite)
+            self.machines[suite] = machine  # registered first: stopped at the end even if boot fails
+            machine.start()
+            t = self.timings.setdefault(suite, {})
+            t["boot"] = machine.boot_seconds
+            started = time.monotonic()
+            machine.put_checkout(REPO, CHECKOUT)
+            t["checkout_copy"] = round(time.monotonic() - started, 1)
+        return self.machines[suite]
+
+    def stop_all(self) -> None:
+        for machine in self.machines.values():
+            machine.stop()
+
+
+_TIMINGS: Dict[str, Dict[str, float]] = {}
+
+
+@pytest.fixture(scope="session")
+def vm_timings() -> Dict[str, Dict[str, float]]:
+    return _TIMINGS
+
+
+@pytest.fixture(scope="session")
+def vm_machines(tmp_path_factory, vm_timings):
+    vms = VMs(tmp_path_factory.mktemp("vms"), vm_timings)
+    try:
+        yield vms
+    finally:
+        vms.stop_all()
+
+
+@pytest.fixture(scope="session")
+def trixie_vm(vm_machines) -> Machine:
+    return vm_machines.get("trixie")
+
+
+@pytest.fixture(scope="session")
+def bookworm_vm(vm_machines) -> Machine:
+    return vm_machines.get("bookworm")
+
+
+def vm_make_setup(vm: Machine) -> float:
+    """`make setup` in the guest's checkout, the way the README has a user do it; once per VM.
+    Returns the seconds it took (0 when it already ran). Fails the test with its output."""
+    if getattr(vm, "_make_setup_done", False):
+        return 0.0
+    started = time.monotonic()
+    vm.run(f"cd {CHECKOUT} && make setup", timeout=1200, check=True)
+    vm._make_setup_done = True
+    seconds = round(time.monotonic() - started, 1)
+    _TIMINGS.setdefault(vm.image.suite, {})["make_setup"] = seconds
+    return seconds
+
+
+@pytest.hookimpl(hookwrapper=True, tryfirst=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    setattr(item, f"vm_rep_{rep.when}", rep)
+
+
+@pytest.fixture(autouse=True)
+def _vm_logs_on_failure(request, tmp_path):
+    """After a failed test, copy the logs of every VM it used into its tmp dir: serial log,
+    journal, dmesg, an export-logs bundle of each cluster still there, and GUEST_LOG_DIRS."""
+    yield
+    failed = any(getattr(getattr(request.node, f"vm_rep_{w}", None), "failed", False)
+                 for w in ("setup", "call"))
+    if not failed:
+        return
+    machines = []
+    for value in request.node.funcargs.values():
+        machines += list(value.machines.values()) if isinstance(value, VMs) else [value]
+    for vm in machines:
+        if not isinstance(vm, Machine):
+            continue
+        dest = tmp_path / "vm-logs" / vm.image.suite
+        vm.run(f"cd {CHECKOUT} && for c in $(.venv/bin/simcluster list --json 2>/dev/null | "
+               f"python3 -c 'import json,sys; print(*[c[\"name\"] for c in json.load(sys.stdin)])'); "
+               f"do .venv/bin/simcluster export-logs --name $c {GUEST_LOG_ROOT}/export-$c; done",
+               timeout=300)
+        vm.collect_logs(dest, guest_dirs=[GUEST_LOG_ROOT, "/var/log/slurm"])
+        print(f"\nVM logs of the {vm.image.suite} guest: {dest}")
+
+
+def pytest_terminal_summary(terminalreporter):
+    if not _TIMINGS:
+        return
+    terminalreporter.section("VM timings (seconds)")
+    for suite, t in sorted(_TIMINGS.items()):
+        terminalreporter.write_line(f"{suite}: " + ", ".join(f"{k} {v}" for k, v in t.items()))
+        try:
+            root = cache_root()
+            root.mkdir(parents=True, exist_ok=True)
+            (root / f"timings-{suite}.json").write_text(json.dumps(t, indent=1) + "\n")
+        except OSError:
+            pass
