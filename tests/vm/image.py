@@ -16,9 +16,10 @@ when writable, else ~/.cache/simcluster-vm)::
                           id_ed25519            the key that logs in as root and runner
                           recipe.json           what the hash covers; build-seconds
 
-The hash covers the suite, the mirror, the package lists and this file's own text, so an
-image is rebuilt when (and only when) its recipe changes; an older image of the same suite is
-removed once the new one is in place. Builds take a lock, so two sessions never build the same
+The hash covers the suite, the mirror, the package lists and the text of the steps that
+make the image (RECIPE_STEPS), so an image is rebuilt when (and only when) its recipe
+changes. Images of other recipes (another checkout sharing the cache) stay until unused for
+UNUSED_DAYS. Builds take a lock, so two sessions never build the same
 image at once, and land by renaming a finished directory: a broken build leaves no image.
 
 Building needs root (debootstrap, chroot, mkfs.ext4 -d keeping owners): run as root, or
@@ -31,6 +32,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import inspect
 import json
 import os
 import re
@@ -121,7 +123,8 @@ def recipe(suite: str) -> Dict:
         "guest_packages": GUEST_PACKAGES,
         "project_packages": project_apt_packages(),
         "initramfs_modules": INITRAMFS_MODULES,
-        "builder": hashlib.sha256(Path(__file__).read_bytes()).hexdigest(),
+        # the steps that make the image (not the cache handling around them)
+        "builder": hashlib.sha256("".join(inspect.getsource(f) for f in RECIPE_STEPS).encode()).hexdigest(),
     }
 
 
@@ -132,7 +135,22 @@ def recipe_hash(rec: Dict) -> str:
 def cached_image(suite: str, root: Optional[Path] = None) -> Optional[Image]:
     """The finished image for the current recipe, or None when it has to be built."""
     path = (root or cache_root()) / f"{suite}-{recipe_hash(recipe(suite))}"
-    return Image(suite, path) if (path / "recipe.json").is_file() else None
+    if not (path / "recipe.json").is_file():
+        return None
+    _mark_used(path)
+    return Image(suite, path)
+
+
+def _mark_used(path: Path) -> None:
+    try:
+        (path / "last-used").touch()
+    except OSError:
+        pass  # a read-only cache still serves its images
+
+
+# Images of other recipes (another checkout or branch sharing the cache) are removed only
+# once unused this long: two checkouts with different recipes do not rebuild each other's.
+UNUSED_DAYS = 7
 
 
 def _run(cmd: List[str], log, **kwargs) -> None:
@@ -159,14 +177,19 @@ def _configure(root: Path, suite: str, pubkey: str) -> None:
     """The guest's own files: network, name, users and their key, what must not start."""
     _write(root / "etc/hostname", "simvm\n")
     _write(root / "etc/hosts", "127.0.0.1 localhost\n127.0.1.1 simvm\n::1 localhost ip6-localhost\n")
-    # qemu's user network: DHCP from 10.0.2.2, DNS at 10.0.2.3.
+    # qemu's user network, its fixed addresses (no DHCP round under TCG): guest 10.0.2.15,
+    # gateway 10.0.2.2, DNS 10.0.2.3. The NIC keeps the name a stock install gives it (enp0s*,
+    # predictable naming), not eth0.
     _write(root / "etc/systemd/network/20-wired.network",
-           "[Match]\nName=en* eth*\n\n[Network]\nDHCP=ipv4\n")
+           "[Match]\nName=en*\n\n[Network]\nAddress=10.0.2.15/24\nGateway=10.0.2.2\n"
+           "DNS=10.0.2.3\n")
     resolv = root / "etc/resolv.conf"
     if resolv.is_symlink() or resolv.exists():
         resolv.unlink()
     _write(resolv, "nameserver 10.0.2.3\n")
-    _write(root / "etc/fstab", "/dev/vda / ext4 rw,errors=remount-ro 0 1\n")
+    # The root is mounted rw from the kernel command line: no fstab entry, so no wait for
+    # dev-vda.device and no fsck (the overlay dies with the run anyway).
+    _write(root / "etc/fstab", "# root: root=/dev/vda rw on the kernel command line\n")
     _write(root / "etc/apt/sources.list", f"deb {MIRROR} {suite} main\n")
     _write(root / f"etc/sudoers.d/{RUNNER_USER}", f"{RUNNER_USER} ALL=(ALL) NOPASSWD:ALL\n", 0o440)
     _write(root / "etc/ssh/sshd_config.d/simcluster-vm.conf",
@@ -181,9 +204,13 @@ def _enable_and_mask(root: Path, log) -> None:
         id {RUNNER_USER} >/dev/null 2>&1 || useradd -m -u 1001 -s /bin/bash {RUNNER_USER}
         chown -R {RUNNER_USER}:{RUNNER_USER} /home/{RUNNER_USER}
         systemctl enable systemd-networkd ssh
-        # timers that would wake apt or fsck jobs in the middle of a test
+        systemctl set-default multi-user.target
+        # timers that would wake apt or fsck jobs in the middle of a test, and boot steps a
+        # VM without disks to wait for, device mapper or EFI does not need (seconds each in TCG)
         for u in apt-daily.timer apt-daily-upgrade.timer e2scrub_all.timer e2scrub_reap.service \\
-                 fstrim.timer man-db.timer dpkg-db-backup.timer; do systemctl mask $u; done
+                 fstrim.timer man-db.timer dpkg-db-backup.timer systemd-networkd-wait-online.service \\
+                 modprobe@dm_mod.service modprobe@efi_pstore.service modprobe@drm.service \\
+                 systemd-pstore.service; do systemctl mask $u; done
         systemd-machine-id-setup
         passwd -l root
     """, log)
@@ -259,6 +286,8 @@ def build(suite: str, root: Optional[Path] = None, log_to=None) -> Image:
         final = root / name
         if (final / "recipe.json").is_file():
             return Image(suite, final)
+        for stale in root.glob(f".build-{suite}-*"):  # an interrupted build (we hold the lock)
+            _remove_build(stale)
         started = time.monotonic()
         workdir = Path(tempfile.mkdtemp(prefix=f".build-{name}-", dir=root))
         log_path = root / f"{name}.build.log"
@@ -276,9 +305,13 @@ def build(suite: str, root: Optional[Path] = None, log_to=None) -> Image:
             if isinstance(exc, RuntimeError):
                 raise RuntimeError(f"{exc}\nbuild log {log_path}, its end:\n{tail}") from None
             raise
-        for old in root.glob(f"{suite}-*"):  # images of an older recipe of this suite
-            if old.is_dir() and old != final:
+        _mark_used(final)
+        for old in root.glob(f"{suite}-*"):  # images of other recipes, long unused
+            stamp = old / "last-used"
+            if old.is_dir() and old != final and stamp.exists() and \
+                    time.time() - stamp.stat().st_mtime > UNUSED_DAYS * 86400:
                 shutil.rmtree(old, ignore_errors=True)
+                Path(f"{old}.build.log").unlink(missing_ok=True)
         return Image(suite, final)
 
 
@@ -289,6 +322,10 @@ def _remove_build(workdir: Path) -> None:
         if os.path.ismount(path):
             subprocess.run(["umount", "-l", str(path)], stderr=subprocess.DEVNULL)
     shutil.rmtree(workdir, ignore_errors=True)
+
+
+# What the recipe hash covers of this file: the steps that make an image.
+RECIPE_STEPS = (_configure, _enable_and_mask, _build_into)
 
 
 def main(argv: List[str]) -> int:

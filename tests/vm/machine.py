@@ -142,7 +142,7 @@ class Machine:
             QEMU, "-accel", "tcg,tb-size=128", "-cpu", "max", "-smp", str(self.cpus),
             "-m", str(self.memory_mb), "-kernel", str(self.image.kernel),
             "-initrd", str(self.image.initrd),
-            "-append", "root=/dev/vda rw console=ttyS0 net.ifnames=0 quiet",
+            "-append", "root=/dev/vda rw console=ttyS0 quiet",
             "-drive", f"file={self.overlay},format=qcow2,if=virtio,cache=unsafe",
             "-nic", f"user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:{self.port}-:22",
             "-display", "none", "-serial", f"file:{self.serial_log}", "-monitor", "none",
