@@ -29,7 +29,8 @@ from provisioner.cluster.scale import Scalable
 from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES
 from provisioner.cluster.state import ClusterState, all_states, port_lock, reserved_ports
 from provisioner.config.types import ClusterSpec
-from provisioner.config.versions import host_slurm_version, release_of
+from provisioner.config.versions import (cgroup_plugin, controller_resolves_node_names, host_slurm_version,
+                                         release_of)
 from provisioner.errors import StartupError, UsageError
 from provisioner.paths import ClusterLayout
 from provisioner.providers.base import NodeProcesses, Progress, Provider, Stoppable
@@ -258,6 +259,14 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
         ctl_addr = net.addrs[network.CONTROLLER_KEY] if net else "127.0.0.1"
         ctl_prefix = (find_binary("nsenter") or "nsenter", f"--net={network.netns_path(net.tag, network.CONTROLLER_KEY)}") \
             if net else ()
+        slurm_version = host_slurm_version()
+        if in_namespace and controller_resolves_node_names(slurm_version):
+            # The controller in a mount namespace of its own with the cluster's hosts file
+            # over /etc/hosts, as a controller host's resolver knows its nodes.
+            extra_files[names.CONTROLLER_FSTAB_FILE] = names.node_fstab([(str(layout.hosts_file), names.HOSTS)])
+            ctl_prefix = tuple(names.namespace_prefix(
+                str(layout.etc / names.CONTROLLER_FSTAB_FILE), os.getuid(), os.getgid(),
+                netns=network.netns_path(net.tag, network.CONTROLLER_KEY) if net else None))
         acct = AccountingInputs(dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port, dbd_addr=ctl_addr) \
             if spec.accounting and state.slurmdbd_port and state.mariadb_port else None
         notes = state.provider_data.get("notes", {})
@@ -265,7 +274,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
         task_prolog = init is None or state.provider_data.get("task_prolog", True)
         host_cpus = len(os.sched_getaffinity(0))
         # pyxis's container options where this host can run the plugin (cluster/containers.py).
-        no_containers = containers.unavailable_reason(os.geteuid() == 0, in_namespace, host_slurm_version())
+        no_containers = containers.unavailable_reason(os.geteuid() == 0, in_namespace, slurm_version)
         render = RenderInputs(paths=NodePaths.of_layout(layout), hostname=state.hostname, slurm_user=state.user,
                               controller_port=state.controller_port, node_ports=dict(state.node_ports),
                               node_addrs=dict(addrs), nss_wrapper_lib=None if in_namespace else state.nss_wrapper_lib,
@@ -273,6 +282,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
                               controller_addr=ctl_addr, accounting=acct, cgroups=use_cgroups,
                               node_subnet=net.subnet if net else None,
                               cgroup_ignore_systemd=bool(state.provider_data.get("cgroup_ignore_systemd")),
+                              cgroup_plugin=cgroup_plugin(use_cgroups, slurm_version),
                               containers_plugin=None if no_containers else str(containers.PLUGIN_PATH),
                               containers_note=no_containers)
         return Placement(
