@@ -105,10 +105,6 @@ class RenderInputs:
     # cgroup v2 without systemd (providers/local/cgroups.py v2_without_systemd): slurmd makes
     # its slurmstepd scope itself (cgroup.conf IgnoreSystemd=yes) instead of asking systemd.
     cgroup_ignore_systemd: bool = False
-    # cgroup.conf's CgroupPlugin: "autodetect", or "disabled" where the nodes have no cgroups
-    # of their own and the release knows it (config/versions.py cgroup_plugin): slurmd then
-    # leaves cgroups alone instead of failing to set up a scope it cannot manage.
-    cgroup_plugin: str = "autodetect"
     # The SPANK plugin that gives jobs pyxis's --container-* options, where the nodes can run
     # it (local as root with the plugin built, cluster/containers.py; docker: in the image,
     # providers/docker/provider.py); None: Slurm knows no such options.
@@ -226,7 +222,6 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         # Cores are pinned only where the nodes claim no more CPUs than the host has.
         "constrain_cores": real_shape,
         "cgroup_ignore_systemd": inputs.cgroup_ignore_systemd,
-        "cgroup_plugin": inputs.cgroup_plugin,
         # Several nodes on one host (not containers): per-node TmpFS; Open MPI's TCP over the
         # nodes' own network, or over loopback where they share the host's.
         "tmp_fs": "" if inputs.nodes_are_hosts else f"{paths.root}/tmp/%n",

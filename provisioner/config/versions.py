@@ -52,23 +52,6 @@ def host_slurm_version() -> Optional[str]:
     return m.group(0) if m else None
 
 
-# cgroup.conf's CgroupPlugin=disabled ("no interaction with the cgroups") exists from 24.05
-# on; 22.05 knows only autodetect, cgroup/v1 and cgroup/v2.
-CGROUP_PLUGIN_DISABLED_FROM = (24, 5)
-
-
-def cgroup_plugin(nodes_have_cgroups: bool, version: Optional[str]) -> str:
-    """CgroupPlugin for a local cluster on Slurm ``version`` ('24.11.5'): "disabled" where
-    the nodes have no cgroups of their own and the release knows it (on a cgroup v2 host
-    slurmd would otherwise try to make its scope in a cgroup it shares with the host's
-    processes, and stop: "cannot setup the scope for cgroup"), else "autodetect"."""
-    m = re.search(r"(\d+)\.(\d+)\.\d+", version or "")
-    release = (int(m.group(1)), int(m.group(2))) if m else None
-    if not nodes_have_cgroups and release is not None and release >= CGROUP_PLUGIN_DISABLED_FROM:
-        return "disabled"
-    return "autodetect"
-
-
 # From 24.11 on (observed with Debian's 24.11.5; 22.05 does not) slurmctld resolves the host
 # name of an srun inside a job ("node1") to answer it: a local cluster's controller needs the
 # cluster's hosts file as the nodes have it, or every step launched from a batch script hangs

@@ -215,14 +215,6 @@ def test_cgroup_conf():
     text = rendered("seed")["cgroup.conf"]
     assert 'cluster "seed"' in text
     assert "ConstrainDevices=yes" in conf_lines(text)
-    assert "CgroupPlugin=autodetect" in conf_lines(text)
-
-
-def test_cgroup_conf_disabled_where_the_nodes_have_no_cgroups():
-    spec, inputs = cases()["seed"]
-    text = render_all(spec, replace(inputs, cgroup_plugin="disabled"))["cgroup.conf"]
-    assert "CgroupPlugin=disabled" in conf_lines(text)
-    assert "no limit is enforced" in text
 
 
 # -- the environment: StrictUndefined, files on disk ------------------------------------

@@ -29,8 +29,7 @@ from provisioner.cluster.scale import Scalable
 from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES
 from provisioner.cluster.state import ClusterState, all_states, port_lock, reserved_ports
 from provisioner.config.types import ClusterSpec
-from provisioner.config.versions import (cgroup_plugin, controller_resolves_node_names, host_slurm_version,
-                                         release_of)
+from provisioner.config.versions import controller_resolves_node_names, host_slurm_version, release_of
 from provisioner.errors import StartupError, UsageError
 from provisioner.paths import ClusterLayout
 from provisioner.providers.base import NodeProcesses, Progress, Provider, Stoppable
@@ -282,7 +281,6 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
                               controller_addr=ctl_addr, accounting=acct, cgroups=use_cgroups,
                               node_subnet=net.subnet if net else None,
                               cgroup_ignore_systemd=bool(state.provider_data.get("cgroup_ignore_systemd")),
-                              cgroup_plugin=cgroup_plugin(use_cgroups, slurm_version),
                               containers_plugin=None if no_containers else str(containers.PLUGIN_PATH),
                               containers_note=no_containers)
         return Placement(

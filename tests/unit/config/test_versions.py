@@ -6,8 +6,8 @@ import pytest
 
 from provisioner.config.types import ClusterSpec
 from provisioner.config.validate import validate
-from provisioner.config.versions import (DEFAULT_SLURM, SLURM_SUITES, cgroup_plugin, controller_resolves_node_names,
-                                         normalize, release_of)
+from provisioner.config.versions import (DEFAULT_SLURM, SLURM_SUITES, controller_resolves_node_names, normalize,
+                                         release_of)
 from provisioner.errors import ConfigError
 
 
@@ -47,13 +47,6 @@ def test_docker_cluster_made_without_a_release_is_the_same_cluster_as_one_asking
     again = validate({"backend": "docker", "slurm": DEFAULT_SLURM}, 2, 1000)
     assert ClusterSpec.from_dict(stored).identity() == again.identity()
     assert validate({"backend": "docker", "slurm": "24.11"}, 2, 1000).identity() != again.identity()
-
-
-@pytest.mark.parametrize("has_cgroups, version, plugin", [
-    (False, "24.11.5", "disabled"), (False, "26.05.5", "disabled"), (False, "22.05.8", "autodetect"),
-    (True, "24.11.5", "autodetect"), (False, None, "autodetect"), (False, "", "autodetect")])
-def test_cgroup_plugin_disabled_only_without_node_cgroups_on_releases_that_know_it(has_cgroups, version, plugin):
-    assert cgroup_plugin(has_cgroups, version) == plugin
 
 
 @pytest.mark.parametrize("version, resolves", [("24.11.5", True), ("26.05.5", True), ("22.05.8", False),
