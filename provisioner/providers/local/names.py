@@ -142,7 +142,7 @@ HOSTS = "/etc/hosts"
 RESOLV_CONF = "/etc/resolv.conf"
 RESOLV_FILE = "resolv.conf"  # the nodes' own, in the cluster's config directory
 FSTAB_FILE = "node-mounts.fstab"  # in the cluster's config directory
-CONTROLLER_FSTAB_FILE = "controller-mounts.fstab"  # the controller's: the hosts file only
+CONTROLLER_FSTAB_FILE = "controller-mounts.fstab"  # the controller's (Slurm 24.11+): the nodes' mounts
 # Nodes with GPUs: each node's own fstab (FSTAB_FILE's lines, then its gres.conf) and its
 # gres.conf lines, in these directories of the config directory (node_gres_files).
 NODE_FSTAB_DIR = "node-mounts.d"

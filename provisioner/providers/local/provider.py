@@ -260,9 +260,11 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
             if net else ()
         slurm_version = host_slurm_version()
         if in_namespace and controller_resolves_node_names(slurm_version):
-            # The controller in a mount namespace of its own with the cluster's hosts file
-            # over /etc/hosts, as a controller host's resolver knows its nodes.
-            extra_files[names.CONTROLLER_FSTAB_FILE] = names.node_fstab([(str(layout.hosts_file), names.HOSTS)])
+            # The controller in a mount namespace of its own with the nodes' mounts (the
+            # cluster's hosts file over /etc/hosts, as a controller host's resolver knows its
+            # nodes; with a network of their own, the resolv.conf that fails at once, as
+            # slurmctld's lookups otherwise wait on a name server it cannot reach).
+            extra_files[names.CONTROLLER_FSTAB_FILE] = names.node_fstab(mounts)
             ctl_prefix = tuple(names.namespace_prefix(
                 str(layout.etc / names.CONTROLLER_FSTAB_FILE), os.getuid(), os.getgid(),
                 netns=network.netns_path(net.tag, network.CONTROLLER_KEY) if net else None))
