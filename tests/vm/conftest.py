@@ -129,12 +129,12 @@ def _vm_logs_on_failure(request, tmp_path):
                  for w in ("setup", "call"))
     if not failed:
         return
-    machines = []
+    machines: Dict[int, Machine] = {}
     for value in request.node.funcargs.values():
-        machines += list(value.machines.values()) if isinstance(value, VMs) else [value]
-    for vm in machines:
-        if not isinstance(vm, Machine):
-            continue
+        for vm in (value.machines.values() if isinstance(value, VMs) else [value]):
+            if isinstance(vm, Machine):
+                machines[id(vm)] = vm  # a VM reached through two fixtures: its logs once
+    for vm in machines.values():
         dest = tmp_path / "vm-logs" / vm.image.suite
         vm.run(f"cd {CHECKOUT} && for c in $(.venv/bin/simcluster list --json 2>/dev/null | "
                f"python3 -c 'import json,sys; print(*[c[\"name\"] for c in json.load(sys.stdin)])'); "
