@@ -89,8 +89,9 @@ VM_PACKAGES := qemu-system-x86 qemu-utils ipxe-qemu debootstrap e2fsprogs openss
 setup-vm:  ## the VM tools of tests/vm: qemu-system-x86, qemu-utils, ipxe-qemu, debootstrap, e2fsprogs, openssh-client (apt, only the missing ones)
 	@$(MAKE) --no-print-directory setup-apt APT_PACKAGES="$(VM_PACKAGES)"
 
-vm-images: setup-vm setup-venv  ## build the Debian bookworm and trixie images of tests/vm, or find them cached ($$SIMCLUSTER_VM_CACHE, /var/cache/simcluster-vm); needs root or sudo
-	$(PY) -m tests.vm.image bookworm trixie
+# tests/vm/image.py needs only Python's standard library: the system python3, no venv.
+vm-images: setup-vm  ## build the Debian bookworm and trixie images of tests/vm, or find them cached ($$SIMCLUSTER_VM_CACHE, /var/cache/simcluster-vm); needs root or sudo
+	/usr/bin/python3 -m tests.vm.image bookworm trixie
 
 # The main job: `simcluster test` brings the cluster up, runs verify (the Slurm basics, the
 # time-limit signal, DDP, FSDP, DeepSpeed ZeRO-3 and Megatron-core across the 2 nodes),
