@@ -95,6 +95,10 @@ class RenderInputs:
     # on a node, and with this host's name there none matched (it sent to 0.0.0.0). False:
     # the nodes share this host's name (libnss_wrapper), and NodeHostname is that.
     node_hostnames: bool = False
+    # Local backend as root: the ports an srun listens on for slurmctld (SrunPortRange), which
+    # the controller's network namespace passes on to this host (network.forward_srun); ""
+    # leaves Slurm's choice (any free port).
+    srun_port_range: str = ""
     controller_addr: Optional[str] = "127.0.0.1"
     # A TaskProlog for every job step (the TaskProlog= line and task_prolog.sh); False: none.
     task_prolog: bool = True
@@ -229,6 +233,7 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         # Cores are pinned only where the nodes claim no more CPUs than the host has.
         "constrain_cores": real_shape,
         "cgroup_ignore_systemd": inputs.cgroup_ignore_systemd,
+        "srun_port_range": inputs.srun_port_range,
         # Several nodes on one host (not containers): per-node TmpFS; Open MPI's TCP over the
         # nodes' own network, or over loopback where they share the host's.
         "tmp_fs": "" if inputs.nodes_are_hosts else f"{paths.root}/tmp/%n",

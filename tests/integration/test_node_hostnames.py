@@ -14,6 +14,8 @@ last: it leaves node2 down.
 from __future__ import annotations
 
 import json
+import os
+import signal
 
 import pytest
 
@@ -69,6 +71,24 @@ def test_cancelling_a_step_in_a_batch_job_reaches_its_srun(hc, tmp_path):
     assert "srun-ended" in text, text
 
 
+def test_cancelling_a_step_reaches_an_srun_on_this_host(hc, tmp_path):
+    """An srun run from the user's shell on this host has a host name no node has: slurmctld
+    falls back to 0.0.0.0, which the controller's namespace passes on to this host."""
+    out = tmp_path / "host-srun.out"
+    pid = shell(hc, f"srun -N2 sleep 60 > {out} 2>&1 & echo $!").stdout.strip()
+    try:
+        wait_for("the step", lambda: ".0" in hc.run(["squeue", "-h", "-s", "-o", "%i"], check=False).stdout,
+                 timeout=60)
+        job = hc.run(["squeue", "-h", "-o", "%i"]).stdout.split()[0]
+        shell(hc, f"scancel {job}.0")
+        wait_for("srun to end", lambda: not os.path.exists(f"/proc/{pid}"), timeout=60)
+        text = out.read_text()
+        assert "srun: Job step aborted" in text and "Force Terminated" not in text, text
+    finally:
+        if os.path.exists(f"/proc/{pid}"):
+            os.kill(int(pid), signal.SIGKILL)
+
+
 def test_node_name_in_srun_output_file_names(hc, tmp_path):
     """%N in srun's --output is the node's name (it is Slurm's host name for the node)."""
     script = tmp_path / "names.sh"
@@ -81,20 +101,29 @@ def test_node_name_in_srun_output_file_names(hc, tmp_path):
 
 
 def test_a_killed_node_under_a_step_reaches_its_srun(hc, tmp_path):
-    """`simcluster fault kill node2` under a 2-node srun step in a batch job: srun reports
-    the node's failure and the job ends when node2 is DOWN (not at its time limit)."""
+    """`simcluster fault kill node2` under 2-node srun steps, one in a batch job and one run
+    from the user's shell on this host: each srun reports the node's failure and ends when
+    node2 is DOWN (the job not at its time limit, the shell's srun not waiting forever for
+    node2's tasks)."""
     script = tmp_path / "long.sh"
     script.write_text("#!/bin/bash\nsrun -N2 sleep 600\n")
-    out = tmp_path / "long.out"
+    out, host_out = tmp_path / "long.out", tmp_path / "host-long.out"
     job = shell(hc, f"sbatch --parsable --no-requeue -N2 -t 30 -o {out} {script}").stdout.strip()
-    wait_for("step 0 to run", lambda: f"{job}.0" in hc.run(["squeue", "-h", "-s", "-j", job, "-o", "%i"],
-                                                           check=False).stdout, timeout=60)
-    shell(hc, "simcluster fault kill node2 --name " + NAME)
-    # --fast-failure: node2 is DOWN after ~12 s; the job ends then, not after 30 minutes.
-    wait_for("the job to end", lambda: job_state(hc, job) not in ("", "RUNNING", "COMPLETING"), timeout=120)
-    assert job_state(hc, job) == "NODE_FAIL"
-    # The job's end kills the batch script too: srun's report is the output's last word.
-    wait_for("srun to report the node's failure", lambda: "srun: error: Node failure on node2" in out.read_text(),
-             timeout=30)
-    text = out.read_text()
-    assert "Force Terminated" not in text, text
+    pid = shell(hc, f"srun -N2 -t 30 sleep 600 > {host_out} 2>&1 & echo $!").stdout.strip()
+    try:
+        wait_for("both steps to run", lambda: hc.run(["squeue", "-h", "-s", "-o", "%i"], check=False
+                                                     ).stdout.count(".0") == 2, timeout=60)
+        shell(hc, "simcluster fault kill node2 --name " + NAME)
+        # --fast-failure: node2 is DOWN after ~12 s; the job ends then, not after 30 minutes.
+        wait_for("the job to end", lambda: job_state(hc, job) not in ("", "RUNNING", "COMPLETING"), timeout=120)
+        assert job_state(hc, job) == "NODE_FAIL"
+        # The job's end kills the batch script too: srun's report is the output's last word.
+        wait_for("srun to report the node's failure",
+                 lambda: "srun: error: Node failure on node2" in out.read_text(), timeout=30)
+        text = out.read_text()
+        assert "Force Terminated" not in text, text
+        wait_for("the shell's srun to end", lambda: not os.path.exists(f"/proc/{pid}"), timeout=60)
+        assert "srun: error: Node failure on node2" in host_out.read_text(), host_out.read_text()
+    finally:
+        if os.path.exists(f"/proc/{pid}"):
+            os.kill(int(pid), signal.SIGKILL)

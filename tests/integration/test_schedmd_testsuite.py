@@ -75,13 +75,7 @@ EXPECTED_FAILURES: Dict[str, str] = {
 
 # Failures of ours, being fixed: allowed to fail (or pass) for now, never part of the strict
 # table; each moves out once fixed, and must then pass. docs/schedmd-testsuite.md.
-PENDING: Dict[str, str] = {
-    "tests/commands/srun/test_--quit-on-interrupt.py::test_quit_on_interrupt":
-        "an srun run on this machine (outside any job) never gets slurmctld's step messages: its "
-        "host name is no node's NodeHostname, and as root slurmctld's network namespace reaches "
-        "no srun here at 0.0.0.0; so it prints 'Force Terminated StepId=N.0', not 'Job step "
-        "aborted' (docs/fidelity.md)",
-}
+PENDING: Dict[str, str] = {}
 
 
 def atf_dir() -> Path:

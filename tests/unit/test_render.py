@@ -207,6 +207,18 @@ def test_nodes_with_their_own_host_names_say_so():
     assert "NodeName=node[6-7] NodeHostname=simhost NodeAddr=198.18.4.[2-3] " in shared
 
 
+def test_srun_port_range_where_the_provider_forwards_it():
+    """Local as root: srun's ports (which the controller's namespace passes on to this host)
+    are fixed in slurm.conf; a slurmConf line of the spec wins; none elsewhere."""
+    spec = fake2_spec()
+    inputs = replace(fixed_inputs(spec, nss=None), srun_port_range="60001-63000")
+    assert "SrunPortRange=60001-63000" in lines(render_all(spec, inputs)["slurm.conf"])
+    assert "SrunPortRange" not in rendered("fake2")["slurm.conf"]
+    own = spec_from({"name": "dev", "nodes": 2, "slurmConf": ["SrunPortRange=50000-50100"]})
+    conf = render_all(own, replace(fixed_inputs(own, nss=None), srun_port_range="60001-63000"))["slurm.conf"]
+    assert [line for line in conf_lines(conf) if line.startswith("SrunPortRange=")] == ["SrunPortRange=50000-50100"]
+
+
 # -- gres.conf, cgroup.conf -------------------------------------------------------------
 
 def test_gres_real_gpus_point_at_dev():
