@@ -88,6 +88,17 @@ class RenderInputs:
     # Docker backend: every node is its own host, reachable by its name (no per-node TmpFS,
     # no loopback-only MPI).
     nodes_are_hosts: bool = False
+    # Local backend in namespaces: each node's UTS namespace has the node's name as its host
+    # name (providers/local/names.py), so slurm.conf says so (NodeHostname=<node>; NodeAddr
+    # stays the address that reaches it). slurmctld finds where to send an srun's step
+    # messages by matching srun's host name among the NodeHostnames: an srun in a job runs
+    # on a node, and with this host's name there none matched (it sent to 0.0.0.0). False:
+    # the nodes share this host's name (libnss_wrapper), and NodeHostname is that.
+    node_hostnames: bool = False
+    # Local backend as root: the ports an srun listens on for slurmctld (SrunPortRange), which
+    # the controller's network namespace passes on to this host (network.forward_srun); ""
+    # leaves Slurm's choice (any free port).
+    srun_port_range: str = ""
     controller_addr: Optional[str] = "127.0.0.1"
     # A TaskProlog for every job step (the TaskProlog= line and task_prolog.sh); False: none.
     task_prolog: bool = True
@@ -195,7 +206,7 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
     nodes: List[Dict] = [
         {
             "name": n.name,
-            "hostname": n.name if inputs.nodes_are_hosts else inputs.hostname,
+            "hostname": n.name if inputs.nodes_are_hosts or inputs.node_hostnames else inputs.hostname,
             "addr": n.name if inputs.nodes_are_hosts else inputs.node_addrs.get(n.name, inputs.node_addr),
             "port": inputs.node_ports[n.name],
             "cpus": n.cpus,
@@ -222,6 +233,7 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         # Cores are pinned only where the nodes claim no more CPUs than the host has.
         "constrain_cores": real_shape,
         "cgroup_ignore_systemd": inputs.cgroup_ignore_systemd,
+        "srun_port_range": inputs.srun_port_range,
         # Several nodes on one host (not containers): per-node TmpFS; Open MPI's TCP over the
         # nodes' own network, or over loopback where they share the host's.
         "tmp_fs": "" if inputs.nodes_are_hosts else f"{paths.root}/tmp/%n",

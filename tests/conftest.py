@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -41,6 +42,19 @@ def run_cli(args: List[str], home: Path, check: bool = False, timeout: float = 1
         raise AssertionError(f"simcluster {' '.join(args)} exited {proc.returncode}\n"
                              f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}")
     return proc
+
+
+def user_shell(home: Path, name: str, script: str, timeout: float = 180, cwd=None) -> subprocess.CompletedProcess:
+    """Run ``script`` as a user does: a fresh bash (no SLURM_* of this process), then
+    `eval "$(simcluster env --name NAME)"`, then the script's commands."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM", "SIMCLUSTER"))}
+    env["SIMCLUSTER_HOME"] = str(home)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(REPO), env.get("PYTHONPATH", "")) if p)
+    # What the user types, with the exit status of `simcluster env` kept (eval's is not it).
+    prologue = (f"simcluster() {{ {shlex.quote(sys.executable)} -m provisioner \"$@\"; }}\n"
+                f'exports=$(simcluster env --name {shlex.quote(name)}) || exit 99\neval "$exports"\n')
+    return subprocess.run(["bash", "-c", prologue + script], env=env, cwd=cwd or home, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True, timeout=timeout)
 
 
 def daemons_under(path: Path) -> List[str]:

@@ -63,8 +63,9 @@ def command(name):
     host's shell and from scripts. Run them from the cluster's shared directory (`simcluster
     status` shows it): that directory is /shared on every node.
 
-    For a cluster made with --rest it exports SLURMRESTD_URL and SLURM_JWT (a token for
-    you, valid a day) as well.
+    For a cluster made with --rest it exports SLURMRESTD_URL as well, and never a token:
+    SLURM_JWT in a shell makes its srun (and every job submitted from it) authenticate with
+    JWT, which slurmd refuses. Get a token for REST calls with `simcluster token`.
 
     For a cluster with fake GPUs it puts simcluster's nvidia-smi on PATH as well: with
     SLURMD_NODENAME=NODE it shows that node's GPUs, otherwise this machine's own nvidia-smi
@@ -81,7 +82,7 @@ def command(name):
     shim = fakegpus.shim_path(cluster.placement.config_dir)
     if cluster.spec.fake_gpus and shim.is_file():
         click.echo(f'export PATH={shlex.quote(str(shim.parent))}:"$PATH"')
-    # REST clusters: slurmrestd's URL and a token for it (docs/rest.md).
+    # REST clusters: slurmrestd's URL, no token (rest.env_lines says why; docs/rest.md).
     from provisioner.cluster import rest  # lazy: loaded with the cluster model, not for --help
     for line in rest.env_lines(cluster):
         click.echo(line)

@@ -22,7 +22,9 @@ def command(name, user, lifespan):
       curl -H "X-SLURM-USER-NAME: $USER" -H "X-SLURM-USER-TOKEN: $(simcluster token)" \\
            "$SLURMRESTD_URL/slurm/v0.0.38/ping"
 
-    `simcluster env` exports SLURMRESTD_URL and a token (SLURM_JWT) as well; see docs/rest.md.
+    `simcluster env` exports SLURMRESTD_URL, not the token. Do not export the token as
+    SLURM_JWT in a shell that runs srun or sbatch: srun then authenticates with JWT, which
+    slurmd refuses (docs/rest.md).
     """
     from provisioner.cluster import rest  # lazy: the cluster model loads when the command runs
     from provisioner.clusters import load

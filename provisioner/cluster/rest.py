@@ -54,7 +54,6 @@ RESOLV_FILE = "resolv.conf"  # the nodes' own, in the config directory (local ba
 PLUGIN_GLOBS = ("/usr/lib/*/slurm-wlm/openapi_*.so", "/usr/lib64/slurm/openapi_*.so", "/usr/lib/slurm/openapi_*.so")
 _DBD_PLUGIN = re.compile(r"^openapi/(dbv|slurmdbd)")
 _VERSION = re.compile(r"/slurm/(v\d+\.\d+\.\d+)/")
-ENV_TOKEN_LIFESPAN = 86400  # `simcluster env`'s token: a working day, not Slurm's default 30 minutes
 ROOTLESS_NOTE = ("rootless: slurmrestd runs as this user (SLURMRESTD_SECURITY=disable_user_check): "
                  "Slurm wants a user of its own, which only root can switch to")
 
@@ -247,8 +246,13 @@ def health(cluster: Cluster, alive: Dict[str, bool]) -> Dict:
 
 
 def env_lines(cluster: Cluster) -> List[str]:
-    """`simcluster env`'s exports for a REST cluster: the URL and a token (1 day, this user)."""
+    """`simcluster env`'s lines for a REST cluster: its URL, and never a token.
+
+    SLURM_JWT in a shell makes every srun there authenticate with JWT, and so every job
+    submitted from it (sbatch passes the environment on): slurmd accepts only munge, and
+    refuses the step's launch (`auth/jwt(102) not found`). So the token is for the REST
+    calls only, from `simcluster token` (docs/rest.md); a SLURM_JWT left by an earlier
+    `simcluster env` is unset."""
     if not cluster.spec.rest or not cluster.state.rest_url:
         return []
-    return [f"export SLURMRESTD_URL={shlex.quote(cluster.state.rest_url)}",
-            f"export SLURM_JWT={shlex.quote(token(cluster, lifespan=ENV_TOKEN_LIFESPAN))}"]
+    return [f"export SLURMRESTD_URL={shlex.quote(cluster.state.rest_url)}", "unset SLURM_JWT"]

@@ -18,7 +18,7 @@ import urllib.request
 
 import pytest
 
-from tests.conftest import module_cluster, run_cli
+from tests.conftest import module_cluster, run_cli, user_shell, wait_for
 
 pytestmark = pytest.mark.integration
 NAME = "rest1"
@@ -58,7 +58,8 @@ def test_token_env_and_status(cluster):
     env = env_of(cluster)
     url = env["SLURMRESTD_URL"]
     assert url.startswith("http://") and "0.0.0.0" not in url
-    code, body = get(f"{url}/slurm/v0.0.38/ping", env["SLURM_JWT"])
+    assert "SLURM_JWT" not in env  # srun would authenticate with it (test_env_shell_runs_srun_and_rest)
+    code, body = get(f"{url}/slurm/v0.0.38/ping", cli(cluster, "token").stdout.strip())
     assert code == 200 and body["pings"], body
     st = json.loads(cli(cluster, "status", "--json").stdout)
     assert st["healthy"] and st["rest"]["alive"] and st["rest"]["url"] == url
@@ -67,6 +68,38 @@ def test_token_env_and_status(cluster):
     assert "REST API healthy: slurmrestd alive" in text
     key = cluster.root / "etc" / "jwt_hs256.key"
     assert oct(key.stat().st_mode & 0o777) == "0o400" and key.stat().st_size == 32
+
+
+def test_env_shell_runs_srun_and_rest(cluster, tmp_path):
+    """In a shell after `eval "$(simcluster env)"` (one that had a SLURM_JWT exported, as an
+    older env gave), a 2-node job submitted from there runs its srun steps (with SLURM_JWT
+    in the job's environment slurmd refused them), and a REST call with a token from
+    `simcluster token`, as docs/rest.md shows, works from the same shell."""
+    script = tmp_path / "steps.sh"
+    script.write_text("#!/bin/bash\nsrun -N2 hostname\nsrun sleep 2\n")
+    out = tmp_path / "steps.out"
+    res = user_shell(cluster.home, NAME, f"""
+        export SLURM_JWT=left-by-an-older-env
+        eval "$(simcluster env --name {NAME})"
+        [ -z "${{SLURM_JWT+set}}" ] || {{ echo "SLURM_JWT is still set" >&2; exit 3; }}
+        [ -n "$SLURMRESTD_URL" ] || {{ echo "no SLURMRESTD_URL" >&2; exit 4; }}
+        sbatch --parsable -N2 -o {out} {script} || exit 5
+        USER=${{USER:-$(id -un)}}
+        TOKEN=$(simcluster token --name {NAME}) || exit 6
+        curl -sSf -H "X-SLURM-USER-NAME: $USER" -H "X-SLURM-USER-TOKEN: $TOKEN" \\
+             "$SLURMRESTD_URL/slurm/v0.0.38/ping"
+    """)
+    assert res.returncode == 0, res.stdout + res.stderr
+    job, ping = res.stdout.split("\n", 1)
+    assert json.loads(ping)["pings"], ping
+
+    def steps():
+        out = cluster.run(["sacct", "-j", job, "-n", "-P", "-o", "JobID,State"], check=False).stdout
+        return dict(line.split("|", 1) for line in out.split())
+    wait_for("the job and its steps to be recorded", lambda: steps().get(job) not in (None, "PENDING", "RUNNING")
+             and f"{job}.1" in steps(), timeout=120)
+    assert steps()[job] == steps()[f"{job}.0"] == steps()[f"{job}.1"] == "COMPLETED", (steps(), out.read_text())
+    assert sorted(out.read_text().split()) == ["node1", "node2"]
 
 
 def test_no_token_is_refused(cluster):

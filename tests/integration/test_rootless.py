@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, TEST_HOME_ROOT, daemons_under
+from tests.conftest import REPO, TEST_HOME_ROOT, daemons_under, wait_for
 
 pytestmark = pytest.mark.integration
 TEST_USER = "simcluster-test"
@@ -68,6 +68,22 @@ def test_rootless_cluster_runs_jobs_as_the_user(unprivileged_user):
                                            "echo $(id -un):$SLURMD_NODENAME:$CUDA_VISIBLE_DEVICES"], job_env)
         assert out.returncode == 0, out.stderr
         assert sorted(out.stdout.split()) == [f"{unprivileged_user}:node1:0", f"{unprivileged_user}:node2:1"]
+        # Nodes in namespaces have host names of their own, and slurm.conf says so (slurmctld
+        # finds an srun in a job by its host name); without them they share this host's.
+        resolver = json.loads((home / "rl" / "state.json").read_text())["provider_data"]["resolver"]
+        names = _as_user(unprivileged_user, ["sinfo", "-h", "-N", "-o", "%n"], job_env).stdout.split()
+        own = ["node1", "node2"] if resolver == "mount-namespace" else [os.uname().nodename.split(".")[0]] * 2
+        assert names == own, (resolver, names)
+        # A step cancelled in a batch job: its srun hears of it from slurmctld.
+        step_out = home / "step.out"
+        job = _as_user(unprivileged_user, ["sbatch", "--parsable", "-N2", "-o", str(step_out), "--wrap",
+                                           "srun sleep 60 & until squeue -h -s -j $SLURM_JOB_ID | grep -q $SLURM_JOB_ID.0; "
+                                           "do sleep 0.2; done; scancel $SLURM_JOB_ID.0; wait"], job_env)
+        assert job.returncode == 0, job.stderr
+        wait_for("the batch job to end", lambda: not _as_user(unprivileged_user, ["squeue", "-h", "-j", job.stdout.strip()],
+                                                                job_env).stdout.strip(), timeout=90)
+        text = step_out.read_text()
+        assert "srun: Job step aborted" in text and "Force Terminated" not in text, text
         # A daemon's command line names its program by absolute path (none by bare name).
         # (daemons_under has read each command line already: a short-lived helper that has
         # exited since must not fail the test by vanishing from /proc.)

@@ -75,15 +75,7 @@ EXPECTED_FAILURES: Dict[str, str] = {
 
 # Failures of ours, being fixed: allowed to fail (or pass) for now, never part of the strict
 # table; each moves out once fixed, and must then pass. docs/schedmd-testsuite.md.
-PENDING: Dict[str, str] = {
-    "tests/commands/srun/test_--output--error_formatting.py::test_output_error_formatting":
-        "%N in an output name is the machine's name, not the node's: every NodeHostname is the "
-        "machine's name (passes with NodeHostname=node[1-N])",
-    "tests/commands/srun/test_--quit-on-interrupt.py::test_quit_on_interrupt":
-        "an srun run on this machine (outside any job) never gets slurmctld's message when its job "
-        "is cancelled: it prints 'Force Terminated StepId=N.0', not 'Job step aborted'; also with "
-        "NodeHostname=node[1-N]",
-}
+PENDING: Dict[str, str] = {}
 
 
 def atf_dir() -> Path:

@@ -55,7 +55,8 @@ def cases() -> Dict[str, tuple]:
     seed, fake2, parts = seed_spec(), fake2_spec(), partitions_spec()
     return {
         "seed": (seed, fixed_inputs(seed, root="/state/seed")),
-        "fake2": (fake2, fixed_inputs(fake2, root="/state/fake2", nss=None)),
+        # A local cluster in namespaces: no libnss_wrapper, each node its own host name.
+        "fake2": (fake2, replace(fixed_inputs(fake2, root="/state/fake2", nss=None), node_hostnames=True)),
         "partitions": (parts, fixed_inputs(parts, root="/state/parts", controller_port=20100)),
     }
 
@@ -189,6 +190,33 @@ def test_docker_style_inputs_use_node_names_as_hosts():
                for line in lines(conf))
     assert "TaskProlog" not in "\n".join(conf_lines(conf))
     assert "AuthInfo" not in conf
+
+
+def test_nodes_with_their_own_host_names_say_so():
+    """In namespaces each node's host name is its node name: NodeHostname must be that (srun's
+    host is matched among them), while NodeAddr stays the address that reaches the node."""
+    spec = spec_from({"nodes": [{"name": "node6"}, {"name": "node7"}, {"name": "gpu-a01"}]})
+    inputs = replace(fixed_inputs(spec, nss=None), node_addrs={"node6": "198.18.4.2", "node7": "198.18.4.3",
+                                                              "gpu-a01": "198.18.4.4"}, node_hostnames=True)
+    node_lines = [line for line in lines(render_all(spec, inputs)["slurm.conf"]) if line.startswith("NodeName=")]
+    assert [line.split()[:3] for line in node_lines] == [
+        ["NodeName=node[6-7]", "NodeHostname=node[6-7]", "NodeAddr=198.18.4.[2-3]"],
+        ["NodeName=gpu-a01", "NodeHostname=gpu-a01", "NodeAddr=198.18.4.4"]]
+    # Nodes that share this host's name (libnss_wrapper) keep it.
+    shared = render_all(spec, replace(inputs, node_hostnames=False))["slurm.conf"]
+    assert "NodeName=node[6-7] NodeHostname=simhost NodeAddr=198.18.4.[2-3] " in shared
+
+
+def test_srun_port_range_where_the_provider_forwards_it():
+    """Local as root: srun's ports (which the controller's namespace passes on to this host)
+    are fixed in slurm.conf; a slurmConf line of the spec wins; none elsewhere."""
+    spec = fake2_spec()
+    inputs = replace(fixed_inputs(spec, nss=None), srun_port_range="60001-63000")
+    assert "SrunPortRange=60001-63000" in lines(render_all(spec, inputs)["slurm.conf"])
+    assert "SrunPortRange" not in rendered("fake2")["slurm.conf"]
+    own = spec_from({"name": "dev", "nodes": 2, "slurmConf": ["SrunPortRange=50000-50100"]})
+    conf = render_all(own, replace(fixed_inputs(own, nss=None), srun_port_range="60001-63000"))["slurm.conf"]
+    assert [line for line in conf_lines(conf) if line.startswith("SrunPortRange=")] == ["SrunPortRange=50000-50100"]
 
 
 # -- gres.conf, cgroup.conf -------------------------------------------------------------

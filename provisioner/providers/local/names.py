@@ -227,7 +227,7 @@ OPENMPI_KEYS = ("btl_tcp_if_include", "btl")
 # What status says where the nodes have no mount namespaces (libnss_wrapper): no network
 # namespace or cgroup can be made for them either.
 SHARED_NETWORK_NOTE = ("no namespaces here (libnss_wrapper): nodes share this host's network "
-                       "(a loopback address each; ports can clash)")
+                       "(a loopback address each; ports can clash) and its host name (NodeHostname, sinfo %n)")
 NO_CGROUPS_NOTE = "no namespaces here (libnss_wrapper): --mem, devices and cores are not enforced"
 
 

@@ -246,10 +246,51 @@ def kernel_room(namespaces: int) -> str:
             f"{', '.join(changed)}") if changed else ""
 
 
+# Where an srun listens for slurmctld (SrunPortRange; Slurm's documentation suggests this
+# range). slurmctld sends an srun its step messages (a cancelled step, a node's failure) at
+# the NodeAddr of the node whose NodeHostname is srun's host name; an srun on this host
+# itself (a user's shell, an salloc shell) runs under a name no node has, and slurmctld
+# then connects to 0.0.0.0, which in its own namespace is its loopback: deaf, that srun
+# printed `Force Terminated` for a cancelled step and hung after a node's failure. So the
+# controller's namespace passes connections to these ports on its loopback to this host.
+SRUN_PORTS = (60001, 63000)
+
+
+def srun_port_range() -> str:
+    return f"{SRUN_PORTS[0]}-{SRUN_PORTS[1]}"
+
+
+def forward_srun(net: Network) -> str:
+    """In the controller's namespace, pass TCP to 127.0.0.1 on SRUN_PORTS on to this host's
+    address on the cluster's network (DNAT, with the controller's address as the source and
+    route_localnet so that a loopback-addressed packet may leave). "" when done, else why
+    not, one line (srun on this host then stays deaf to slurmctld; jobs are unaffected)."""
+    iptables = find_binary("iptables")
+    if not iptables:
+        return ("no iptables here (apt-get install iptables): an srun on this host itself does not hear "
+                "slurmctld (a cancelled step ends 'Force Terminated'); srun in jobs does")
+    ports = f"{SRUN_PORTS[0]}:{SRUN_PORTS[1]}"
+    ctl, sh = net.addrs[CONTROLLER_KEY], find_binary("sh") or "/bin/sh"
+    script = ("echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet && "
+              f'"$0" -w -t nat -A OUTPUT -d 127.0.0.1/32 -p tcp --dport {ports} -j DNAT --to-destination {net.host_addr} && '
+              f'"$0" -w -t nat -A POSTROUTING -d {net.host_addr}/32 -p tcp --dport {ports} -j SNAT --to-source {ctl}')
+    argv = [find_binary("nsenter") or "nsenter", f"--net={netns_path(net.tag, CONTROLLER_KEY)}", sh, "-c", script,
+            iptables]
+    try:
+        res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return f"could not pass srun's ports on to this host ({exc}): an srun on this host itself does not hear slurmctld"
+    if res.returncode != 0:
+        return (f"could not pass srun's ports on to this host ({res.stdout.strip()[-200:]}): an srun on this host "
+                "itself does not hear slurmctld")
+    return ""
+
+
 def create(net: Network, keys: Optional[List[str]] = None) -> str:
     """Make what of ``net`` is missing: the parent bridge and the host's macvlan, then the
     namespace of each of ``keys`` (default: every missing one) with its macvlan, address,
-    loopback and a default route through the host. Returns kernel_room's line."""
+    loopback and a default route through the host, and for a new controller namespace
+    forward_srun. Returns kernel_room's line and forward_srun's, if any."""
     keys = missing(net) if keys is None else keys
     lines = []
     if not _link_exists(net.parent):
@@ -285,11 +326,13 @@ def create(net: Network, keys: Optional[List[str]] = None) -> str:
                  for k, pairs in neighbours.items()]
         for p in procs:
             _check(p)
+    # A new controller namespace (at `up`, or after a reboot) gets srun's ports passed on.
+    srun_note = forward_srun(net) if CONTROLLER_KEY in keys else ""
     try:
         on_machine = len(os.listdir(NETNS_DIR))
     except OSError:
         on_machine = len(net.addrs)
-    return kernel_room(on_machine)
+    return "\n   ".join(line for line in (kernel_room(on_machine), srun_note) if line)
 
 
 def _namespaces(tag: str) -> List[str]:

@@ -279,6 +279,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
         render = RenderInputs(paths=NodePaths.of_layout(layout), hostname=state.hostname, slurm_user=state.user,
                               controller_port=state.controller_port, node_ports=dict(state.node_ports),
                               node_addrs=dict(addrs), nss_wrapper_lib=None if in_namespace else state.nss_wrapper_lib,
+                              node_hostnames=in_namespace,
+                              srun_port_range=network.srun_port_range() if net else "",
                               host_cpus=host_cpus, task_prolog=task_prolog,
                               controller_addr=ctl_addr, accounting=acct, cgroups=use_cgroups,
                               node_subnet=net.subnet if net else None,
