@@ -12,6 +12,8 @@ SIMCLUSTER := $(VENV)/bin/simcluster
 APT_PACKAGES := slurmctld slurmd slurm-client munge libnss-wrapper python3-venv procps \
 	slurmdbd mariadb-server-core mariadb-client-core slurmrestd slurm-wlm-jwt-plugin \
 	libpmix-dev openmpi-bin python3-mpi4py tini
+# sudo for apt-get only (as a non-root user): sudo resets the environment, so what apt-get
+# must see (DEBIAN_FRONTEND) goes through `env` after it, not before it.
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PIP := $(VENV)/bin/pip install -q --disable-pip-version-check
 DEMO_NAME ?= demo
@@ -31,7 +33,7 @@ setup-apt:  ## the Debian packages in APT_PACKAGES (apt-get, with sudo unless ro
 	if [ -n "$$missing" ]; then \
 	  echo "installing:$$missing"; \
 	  $(SUDO) apt-get update -qq && \
-	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	else echo "apt packages: all present"; fi
 
 # /usr/bin/python3 (not a user's pyenv): the venv must be usable by other users too,

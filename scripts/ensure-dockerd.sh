@@ -9,7 +9,7 @@ command -v debootstrap >/dev/null || need="$need debootstrap"
 if [ -n "$need" ]; then
   echo "installing:$need"
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $need >/dev/null
+  $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $need >/dev/null
 fi
 if docker version >/dev/null 2>&1; then
   echo "docker engine: running"; exit 0

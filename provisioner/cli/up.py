@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from provisioner.cli.options import load_spec_from_options, spec_options
@@ -13,7 +15,10 @@ from provisioner.cli.options import load_spec_from_options, spec_options
 @click.option("--retain", is_flag=True, help="On failure keep what was started, for debugging.")
 @click.option("--recreate", is_flag=True, help="Delete an existing cluster of this name (jobs, state, accounting) "
                                                "and create it anew.")
-def command(name, retain, recreate, **options):
+@click.option("--sudo", is_flag=True, help="Not root, but may use sudo without a password (GitHub's runners): make "
+                                           "root's cluster through 'sudo -n' (own network namespaces, hostnames, "
+                                           "cgroups, GPU devices), which serves you; remove it with 'down --sudo'.")
+def command(name, retain, recreate, sudo, **options):
     """Create a cluster: a private munged, slurmctld, one slurmd per node.
 
     \b
@@ -44,6 +49,12 @@ def command(name, retain, recreate, **options):
     them; the munge key, JWT key and database password stay root's. --users names
     users who must exist already (useradd --create-home NAME; `up` creates none) and,
     with --accounting, gives each an account of their own (docs/users.md).
+
+    --sudo (for a user who may run sudo without a password, as on GitHub's hosted
+    runners): only this `up` runs as root, through `sudo -n` with the same simcluster, and
+    says so; the cluster is root's, with everything root's has, and serves you: `simcluster
+    env`, sbatch, srun and status from your shell, your jobs as you. `simcluster down --sudo`
+    removes it. Never a password prompt, never sudo without --sudo (docs/requirements.md).
     """
     # lazy: the cluster model, jinja2 and the provider load only when the command runs, not for --help
     from click.core import ParameterSource
@@ -52,8 +63,30 @@ def command(name, retain, recreate, **options):
     from provisioner.providers import provider_named
     ctx = click.get_current_context()
     given = [k for k in options if ctx.get_parameter_source(k) is not ParameterSource.DEFAULT]
+    if sudo and os.geteuid() != 0:
+        # The spec is read here first, as the user: bad input stops before anything runs as root.
+        spec_name = name if name and not given else load_spec_from_options(name, options).name
+        ctx.exit(_up_as_root(spec_name))
     existing = find_state(name or "default") if name and not given and not recreate else None
     # `up --name X` alone on an existing cluster repairs it as it is, whatever made its spec
     # (flags, --config, --like, `simcluster scale`): the spec is the stored one.
     spec = existing.cluster_spec if existing is not None else load_spec_from_options(name, options)
-    click.echo(up(spec, provider_named(spec.backend), retain=retain, recreate=recreate))
+    result = up(spec, provider_named(spec.backend), retain=retain, recreate=recreate)
+    if os.geteuid() != 0 and spec.backend == "local" and "here: network: rootless" in result:
+        result += ("\n(root gives each node its own network namespace, hostname and cgroups: run up as root, "
+                   "or with --sudo where you may use sudo without a password)")
+    click.echo(result)
+
+
+def _up_as_root(name: str) -> int:
+    """`up --sudo` by an ordinary user: this same command line again as root (provisioner.sudo),
+    saying first what runs as root and why, and after it how the user reaches the cluster."""
+    from provisioner.progress import stderr as progress
+    from provisioner.sudo import ROOT_GIVES, invoking_user, rerun_as_root
+    user = invoking_user()
+    status = rerun_as_root(f"up '{name}'", lambda line: progress(f"{line}: root gives {ROOT_GIVES}; the cluster is "
+                                                                  f"root's and serves {user}, whose jobs run as {user}"))
+    if status == 0:
+        click.echo(f"as {user}: eval \"$(simcluster env --name {name})\"; sbatch/srun/sinfo from your shell; "
+                   f"remove it with 'simcluster down --sudo --name {name}'")
+    return status

@@ -5,7 +5,12 @@
 # GITHUB_PATH, so `sbatch`, `srun`, `sinfo` ... work in later steps on every backend.
 #
 # Inputs (environment): INPUT_NAME, INPUT_NODES, INPUT_GPUS ('6,7', 'fake:K', 'fake:6,7'),
-# INPUT_BACKEND, INPUT_SLURM, INPUT_ACCOUNTING, INPUT_WAIT. Outputs: name, bin-dir.
+# INPUT_BACKEND, INPUT_SLURM, INPUT_ACCOUNTING, INPUT_WAIT, INPUT_SUDO (auto|true|false).
+# Outputs: name, bin-dir, sudo (true when root made the cluster through sudo).
+#
+# A runner user who is not root but may use sudo without a password (GitHub's hosted runners)
+# gets root's cluster (`up --sudo`: namespaces, hostnames, cgroups, GPU devices), which serves
+# that user: `simcluster env` and every Slurm command of the later steps run as the user.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 # shellcheck source=common.sh
@@ -32,6 +37,13 @@ case "$gpus" in
 esac
 [ -z "$slurm" ] || args+=(--slurm "$slurm")
 [ "$accounting" = false ] || args+=(--accounting)
+sudo_used="$(use_sudo "$backend")"
+if [ "$sudo_used" = true ]; then
+  args+=(--sudo)
+  echo "::notice::simcluster up runs as root through sudo (input sudo: $(input SUDO auto); $(id -un) is not root): each node gets its own network namespace, hostname and cgroups; jobs of later steps run as $(id -un). Input sudo: false makes a rootless cluster instead."
+elif [ "$(id -u)" != 0 ] && [ "$backend" = local ]; then
+  echo "::notice::simcluster up runs as $(id -un) (rootless: no sudo without a password, or input sudo: false): nodes share this runner's network and hostname, and no limit is enforced"
+fi
 echo "+ simcluster ${args[*]}"
 simcluster "${args[@]}"
 
@@ -66,6 +78,6 @@ done < <(simcluster env --name "$name")
 [ "$wrappers" = 0 ] || path_dirs+=("$bin_dir")
 for ((i = ${#path_dirs[@]} - 1; i >= 0; i--)); do echo "${path_dirs[i]}" >> "$GITHUB_PATH"; done
 if [ -n "${GITHUB_OUTPUT:-}" ]; then
-  { echo "name=$name"; echo "bin-dir=$bin_dir"; } >> "$GITHUB_OUTPUT"
+  { echo "name=$name"; echo "bin-dir=$bin_dir"; echo "sudo=$sudo_used"; } >> "$GITHUB_OUTPUT"
 fi
 echo "cluster '$name' is ready for the next steps (GITHUB_ENV: its exports; GITHUB_PATH: ${path_dirs[*]:-nothing})"
