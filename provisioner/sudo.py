@@ -41,15 +41,35 @@ def invoking_user() -> str:
         return str(os.getuid())
 
 
-def root_argv(args: Sequence[str], environ: Mapping[str, str], python: str, sudo: str = "sudo") -> List[str]:
+# How root's Python starts simcluster: as `python -m provisioner` would, but without the
+# working directory first on sys.path (-m and -c put it there; Python 3.11's -P is not in
+# 3.9): a `provisioner/` in the directory the user stands in must not be what root runs.
+BOOTSTRAP = ("import sys; sys.path[:1] = [p for p in sys.path[:1] if p]; sys.argv[0] = 'simcluster'; "
+             "from provisioner.cli.main import main; main()")
+
+
+def code_root() -> str:
+    """The directory this simcluster's `provisioner` package was imported from, where that is
+    not an installed site (a checkout, an editable install): root imports it from there too."""
+    import provisioner
+    root = os.path.dirname(os.path.dirname(os.path.abspath(provisioner.__file__)))
+    return "" if os.path.basename(root) in ("site-packages", "dist-packages") else root
+
+
+def root_argv(args: Sequence[str], environ: Mapping[str, str], python: str, sudo: str = "sudo",
+              code: str = "") -> List[str]:
     """The command line that runs ``simcluster ARGS`` as root: ``sudo -n`` (no prompt, ever),
     then `env` with the user's settings that root must share (sudo resets the environment;
     passing them as `env` arguments needs no SETENV in sudoers), then this same Python
-    running this same simcluster. ``--sudo`` itself is left out of ARGS."""
+    running this same simcluster (``code``: where it was imported from, first on
+    PYTHONPATH). ``--sudo`` itself is left out of ARGS."""
     kept: Dict[str, str] = {k: v for k, v in sorted(environ.items())
                             if k.startswith(PASSED_ON_PREFIXES) or k in PASSED_ON}
+    if code:
+        kept["PYTHONPATH"] = os.pathsep.join([code] + [p for p in kept.get("PYTHONPATH", "").split(os.pathsep)
+                                                       if p and p != code])
     return [sudo, "-n", "--", shutil.which("env") or "/usr/bin/env", *(f"{k}={v}" for k, v in kept.items()),
-            python, "-m", "provisioner", *(a for a in args if a != FLAG)]
+            python, "-c", BOOTSTRAP, *(a for a in args if a != FLAG)]
 
 
 def check_sudo(sudo: Optional[str]) -> None:
@@ -73,6 +93,6 @@ def rerun_as_root(what: str, progress: Callable[[str], None], args: Optional[Seq
     ``sudo -n``; say first that it does, and why (``what``). Returns root's exit status."""
     sudo = shutil.which("sudo")
     check_sudo(sudo)
-    argv = root_argv(sys.argv[1:] if args is None else args, os.environ, sys.executable, sudo or "sudo")
+    argv = root_argv(sys.argv[1:] if args is None else args, os.environ, sys.executable, sudo or "sudo", code_root())
     progress(f"{what}: as root through 'sudo -n' (--sudo; {invoking_user()} is not root)")
     return subprocess.run(argv).returncode
