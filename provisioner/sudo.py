@@ -41,11 +41,17 @@ def invoking_user() -> str:
         return str(os.getuid())
 
 
-# How root's Python starts simcluster: as `python -m provisioner` would, but without the
-# working directory first on sys.path (-m and -c put it there; Python 3.11's -P is not in
-# 3.9): a `provisioner/` in the directory the user stands in must not be what root runs.
+# How root's Python starts simcluster: `python -m provisioner`, but never with the working
+# directory first on sys.path (where -m and -c put it): a `provisioner/` in the directory the
+# user stands in must not be what root runs. Python 3.11 has -P for that; before it, a line
+# of code that drops that entry and starts the CLI.
 BOOTSTRAP = ("import sys; sys.path[:1] = [p for p in sys.path[:1] if p]; sys.argv[0] = 'simcluster'; "
              "from provisioner.cli.main import main; main()")
+
+
+def python_argv(python: str, version: Sequence[int] = tuple(sys.version_info[:2])) -> List[str]:
+    """``python`` running simcluster's CLI without the working directory on sys.path."""
+    return [python, "-P", "-m", "provisioner"] if tuple(version) >= (3, 11) else [python, "-c", BOOTSTRAP]
 
 
 def code_root() -> str:
@@ -69,7 +75,7 @@ def root_argv(args: Sequence[str], environ: Mapping[str, str], python: str, sudo
         kept["PYTHONPATH"] = os.pathsep.join([code] + [p for p in kept.get("PYTHONPATH", "").split(os.pathsep)
                                                        if p and p != code])
     return [sudo, "-n", "--", shutil.which("env") or "/usr/bin/env", *(f"{k}={v}" for k, v in kept.items()),
-            python, "-c", BOOTSTRAP, *(a for a in args if a != FLAG)]
+            *python_argv(python), *(a for a in args if a != FLAG)]
 
 
 def check_sudo(sudo: Optional[str]) -> None:
