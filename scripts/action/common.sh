@@ -35,18 +35,18 @@ run() {  # run a command, or only print it under SIMCLUSTER_ACTION_DRY_RUN=1
   if [ "${SIMCLUSTER_ACTION_DRY_RUN:-}" = 1 ]; then echo "+ $*"; else "$@"; fi
 }
 
-use_sudo() {  # use_sudo BACKEND: print true when `simcluster up` should run as root through sudo
-  # Input 'sudo' (auto|true|false). Root needs none; docker clusters need the engine, not root
-  # (the runner's user is in the docker group), so auto escalates only local clusters, and
-  # only where sudo asks for no password (GitHub's hosted runners). Exit 2 when 'true' cannot.
-  local mode
-  mode="$(input_choice SUDO auto auto true false)"
-  if [ "$(id -u)" = 0 ] || [ "$mode" = false ]; then printf false; return; fi
+decide_sudo() {  # decide_sudo MODE BACKEND: set sudo_used to whether `simcluster up` runs as root through sudo
+  # MODE is the input 'sudo' (auto|true|false). Root needs none; docker clusters need the
+  # engine, not root (the runner's user is in the docker group), so auto escalates only local
+  # clusters, and only where sudo asks for no password (GitHub's hosted runners). Called
+  # directly (not in $(...)), so that 'true' which cannot be met stops the step (exit 2).
+  # shellcheck disable=SC2034  # read by the scripts that source this file
+  sudo_used=false
+  if [ "$(id -u)" = 0 ] || [ "$1" = false ]; then return; fi
   if command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
-    if [ "$mode" = true ] || [ "$1" = local ]; then printf true; else printf false; fi
-  elif [ "$mode" = true ]; then
+    # shellcheck disable=SC2034
+    if [ "$1" = true ] || [ "$2" = local ]; then sudo_used=true; fi
+  elif [ "$1" = true ]; then
     fail "input 'sudo' is true, but $(id -un) cannot run sudo without a password on this runner"
-  else
-    printf false
   fi
 }

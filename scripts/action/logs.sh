@@ -9,8 +9,9 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 . "$here/common.sh"
 name="$(input NAME ci)"
 dir="${RUNNER_TEMP:-/tmp}/simcluster-logs-$name"
+# Whether up could have used sudo (any backend: its bundle is what counts here).
 sudo_used=false
-[ "$(id -u)" = 0 ] || [ "$(input SUDO auto)" = false ] || ! sudo -n true 2>/dev/null || sudo_used=true
+decide_sudo "$(input SUDO auto)" local
 if command -v simcluster >/dev/null && simcluster export-logs "$dir" --name "$name"; then
   echo "export-logs bundle of cluster '$name': $dir"
 elif [ "$sudo_used" = true ] && sudo -n -- env "SIMCLUSTER_HOME=${SIMCLUSTER_HOME:-}" \

@@ -23,6 +23,7 @@ backend="$(input_choice BACKEND local local docker)"
 slurm="$(input SLURM "")"
 accounting="$(input_bool ACCOUNTING false)"
 wait_s="$(input WAIT 120)"
+sudo_mode="$(input_choice SUDO auto auto true false)"
 [[ "$nodes" =~ ^[1-9][0-9]*$ ]] || fail "input 'nodes' must be a positive whole number; got '$nodes'"
 [[ "$wait_s" =~ ^[0-9]+$ ]] || fail "input 'wait' must be a number of seconds; got '$wait_s'"
 : "${GITHUB_ENV:?GITHUB_ENV is not set}" "${GITHUB_PATH:?GITHUB_PATH is not set}"
@@ -37,10 +38,11 @@ case "$gpus" in
 esac
 [ -z "$slurm" ] || args+=(--slurm "$slurm")
 [ "$accounting" = false ] || args+=(--accounting)
-sudo_used="$(use_sudo "$backend")"
+sudo_used=false
+decide_sudo "$sudo_mode" "$backend"
 if [ "$sudo_used" = true ]; then
   args+=(--sudo)
-  echo "::notice::simcluster up runs as root through sudo (input sudo: $(input SUDO auto); $(id -un) is not root): each node gets its own network namespace, hostname and cgroups; jobs of later steps run as $(id -un). Input sudo: false makes a rootless cluster instead."
+  echo "::notice::simcluster up runs as root through sudo (input sudo: $sudo_mode; $(id -un) is not root): each node gets its own network namespace, hostname and cgroups; jobs of later steps run as $(id -un). Input sudo: false makes a rootless cluster instead."
 elif [ "$(id -u)" != 0 ] && [ "$backend" = local ]; then
   echo "::notice::simcluster up runs as $(id -un) (rootless: no sudo without a password, or input sudo: false): nodes share this runner's network and hostname, and no limit is enforced"
 fi

@@ -93,6 +93,7 @@ def test_install_step_plans_packages_and_puts_simcluster_on_path(tmp_path):
 @pytest.mark.parametrize("inputs, message", [
     ({"nodes": "two"}, "input 'nodes' must be a positive whole number; got 'two'"),
     ({"accounting": "maybe"}, "input 'accounting' must be true or false; got 'maybe'"),
+    ({"sudo": "yes please"}, "input 'sudo' must be one of: auto true false; got 'yes please'"),
 ])
 def test_up_step_rejects_bad_inputs_in_one_line(tmp_path, inputs, message):
     env = action_env(tmp_path, tmp_path / "home", **inputs)
