@@ -46,6 +46,8 @@ if [ "$sudo_used" = true ]; then
 elif [ "$(id -u)" != 0 ] && [ "$backend" = local ]; then
   echo "::notice::simcluster up runs as $(id -un) (rootless: no sudo without a password, or input sudo: false): nodes share this runner's network and hostname, and no limit is enforced"
 fi
+# Said before `up` runs: the failure step needs it most when `up` fails.
+[ -z "${GITHUB_OUTPUT:-}" ] || echo "sudo=$sudo_used" >> "$GITHUB_OUTPUT"
 echo "+ simcluster ${args[*]}"
 simcluster "${args[@]}"
 
@@ -80,6 +82,6 @@ done < <(simcluster env --name "$name")
 [ "$wrappers" = 0 ] || path_dirs+=("$bin_dir")
 for ((i = ${#path_dirs[@]} - 1; i >= 0; i--)); do echo "${path_dirs[i]}" >> "$GITHUB_PATH"; done
 if [ -n "${GITHUB_OUTPUT:-}" ]; then
-  { echo "name=$name"; echo "bin-dir=$bin_dir"; echo "sudo=$sudo_used"; } >> "$GITHUB_OUTPUT"
+  { echo "name=$name"; echo "bin-dir=$bin_dir"; } >> "$GITHUB_OUTPUT"
 fi
 echo "cluster '$name' is ready for the next steps (GITHUB_ENV: its exports; GITHUB_PATH: ${path_dirs[*]:-nothing})"

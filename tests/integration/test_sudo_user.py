@@ -187,6 +187,15 @@ def test_sudo_user_gets_roots_cluster_from_a_fresh_clone(sudo_user):
         gpus = sorted(p for p in (state_dir / "dev").iterdir() if p.name.startswith("nvidia"))
         assert len(gpus) == 2 and all(p.is_char_device() for p in gpus), gpus
 
+        # The action's failure step: root's daemon logs, bundled through sudo, handed to the user.
+        logs = as_user(user, f"bash {clone}/scripts/action/logs.sh",
+                       dict(later, GITHUB_OUTPUT=action_env["GITHUB_OUTPUT"], RUNNER_TEMP=action_env["RUNNER_TEMP"],
+                            INPUT_NAME=name, UP_SUDO="true"))
+        bundle = Path(action_env["RUNNER_TEMP"]) / f"simcluster-logs-{name}"
+        assert logs.returncode == 0 and "(root's, through sudo)" in logs.stdout, logs.stdout + logs.stderr
+        controller_log = bundle / "logs" / "slurmctld.log"
+        assert controller_log.stat().st_size > 0 and controller_log.stat().st_uid == uid
+
         # 6. down: without --sudo it is refused (root's cluster); with it, everything goes.
         refused = as_user(user, f"{clone}/.venv/bin/simcluster down --name {name}")
         assert refused.returncode != 0 and "root's" in refused.stderr, refused.stderr
