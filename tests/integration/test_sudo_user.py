@@ -58,7 +58,7 @@ def simcluster_as_root(commands: List[str]) -> List[str]:
     """Of sudo's commands, the simcluster subcommands (`up`, `down` ...) that ran as root."""
     found = []
     for c in commands:
-        m = re.search(r" (?:-P -m provisioner|-c .*main\(\)'?) (\S+)", c)
+        m = re.search(r" (?:-P -m provisioner|-c .*main\(\)'?|/bin/simcluster) (\S+)", c)
         if m:
             found.append(m.group(1))
     return found
@@ -205,11 +205,13 @@ def test_sudo_user_gets_roots_cluster_from_a_fresh_clone(sudo_user):
         assert not state_dir.exists()
         assert daemons_under(state_dir) == []
         assert network.leftovers(network.tag_of(state["root"])) == []
-        # sudo ran apt-get, the probe `true`, and simcluster's up and down: nothing else.
+        # sudo ran apt-get, the probe `true`, simcluster's up, export-logs (and the chown of its
+        # bundle) and down: nothing else.
         ran = sudo_commands(sudo_log)
         others = [c for c in ran if not re.match(r"/usr/bin/(env DEBIAN_FRONTEND=noninteractive )?apt-get |"
                                                  r"/usr/bin/true$", c)]
-        assert simcluster_as_root(others) == ["up", "down"] and len(others) == 2, ran
+        assert simcluster_as_root(others) == ["up", "export-logs", "down"], ran
+        assert [c for c in others if not simcluster_as_root([c])] == [f"/usr/bin/chown -R {uid}:{uid} {bundle}"], ran
     finally:
         subprocess.run(SIMCLUSTER + ["down", "--name", name], env=dict(os.environ, SIMCLUSTER_HOME=str(SYSTEM_HOME)),
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
