@@ -58,7 +58,7 @@ def simcluster_as_root(commands: List[str]) -> List[str]:
     """Of sudo's commands, the simcluster subcommands (`up`, `down` ...) that ran as root."""
     found = []
     for c in commands:
-        m = re.search(r" (?:-P -m provisioner|-c .*main\(\)'?|/bin/simcluster) (\S+)", c)
+        m = re.search(r" (?:-P -m provisioner|-c .*main\(\)'?|\S*/bin/simcluster) (\S+)", c)
         if m:
             found.append(m.group(1))
     return found
