@@ -60,6 +60,8 @@ def test_rootless_cluster_runs_jobs_as_the_user(unprivileged_user):
         # What the nodes lack without root, said by `up` itself.
         assert "unlike a production host here: network: " in up.stdout, up.stdout
         assert "unlike a production host here: limits: " in up.stdout, up.stdout
+        # ... and how to get them: root, or --sudo (never used unasked).
+        assert "or with --sudo where you may use sudo without a password" in up.stdout, up.stdout
         conf = home / "rl" / "etc" / "slurm.conf"
         text = conf.read_text()
         assert f"SlurmUser={unprivileged_user}" in text and f"SlurmdUser={unprivileged_user}" in text
