@@ -27,6 +27,13 @@ def command(name, all_, sudo):
     if all_ and name:
         raise UsageError("give either --name or --all, not both")
     if sudo and os.geteuid() != 0:
+        from provisioner.paths import ClusterLayout
+        own = ClusterLayout.for_name(name or "default")
+        # A state file of this user's (not root's, which a SIMCLUSTER_HOME shared with root may
+        # hold): root would find no such cluster, or another one of that name.
+        if not all_ and own.state_file.exists() and own.state_file.stat().st_uid == os.getuid():
+            raise UsageError(f"cluster '{name or 'default'}' is yours (rootless, in {own.root}), not root's",
+                             f"remove it without --sudo: simcluster down --name {name or 'default'}")
         from provisioner.progress import stderr as progress
         from provisioner.sudo import rerun_as_root
         click.get_current_context().exit(rerun_as_root("down --all" if all_ else f"down '{name or 'default'}'", progress))

@@ -83,3 +83,20 @@ def test_up_sudo_reads_the_spec_as_the_user_before_anything_runs_as_root(monkeyp
     assert calls == ["up 'seed'"]
     assert 'eval "$(simcluster env --name seed)"' in good.output
     assert "simcluster down --sudo --name seed" in good.output
+
+
+def test_down_sudo_refuses_a_cluster_of_the_users_own(monkeypatch, tmp_path):
+    from click.testing import CliRunner
+
+    from provisioner.cli.main import cli
+    calls = []
+    monkeypatch.setenv("SIMCLUSTER_HOME", str(tmp_path))
+    monkeypatch.setattr(os, "geteuid", lambda: 1000)
+    monkeypatch.setattr(sudo, "rerun_as_root", lambda what, progress, args=None: calls.append(what) or 0)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "state.json").write_text("{}")
+    res = CliRunner().invoke(cli, ["down", "--sudo", "--name", "mine"])
+    assert calls == [] and res.exit_code == 2, res.output
+    assert "cluster 'mine' is yours (rootless" in res.output and "simcluster down --name mine" in res.output
+    res = CliRunner().invoke(cli, ["down", "--sudo", "--name", "roots"])
+    assert res.exit_code == 0 and calls == ["down 'roots'"], res.output
