@@ -53,8 +53,9 @@ def _not_yours(name: str, command: str) -> None:
     may run ``command`` (down, stop, start) on it."""
     st = shared_state(name)
     if st is not None:
+        sudo_hint = f"; a user with passwordless sudo: simcluster down --sudo --name {name}" if command == "down" else ""
         raise UsageError(f"cluster '{name}' is {st.user}'s ({st.root}): only {st.user} may '{command}' it",
-                         f"as {st.user}: sudo simcluster {command} --name {name}")
+                         f"as {st.user}: sudo simcluster {command} --name {name}{sudo_hint}")
 
 
 def load(name: str) -> Cluster:

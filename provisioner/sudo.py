@@ -4,7 +4,7 @@ A local cluster made by an ordinary user is rootless: its nodes share the host's
 hostname and nothing is confined (no network namespace, no cgroup, no GPU device node can be
 made without root). A user who may run sudo without a password (GitHub's hosted runners:
 user `runner`, `NOPASSWD: ALL`) can have root's cluster instead, and still use it as
-themselves: root's clusters serve every local user, so their `simcluster env`,
+themselves: root's clusters serve every local user (docs/users.md), so their `simcluster env`,
 `sbatch`, `srun` and `status` work from their own shell and their jobs run as them.
 
 Only the command the user marked with `--sudo` runs as root, never anything by surprise:

@@ -34,7 +34,7 @@ from tests.conftest import REPO, SIMCLUSTER, daemons_under
 pytestmark = pytest.mark.integration
 # Debian's default PATH for ordinary users (as a runner's shell has it): no /usr/sbin.
 USER_PATH = "/usr/local/bin:/usr/bin:/bin"
-SYSTEM_HOME: Optional[Path] = getattr(paths, "SYSTEM_HOME", None)
+SYSTEM_HOME = paths.SYSTEM_HOME
 
 
 def as_user(user: str, script: str, env: Optional[Dict[str, str]] = None, timeout: float = 300,
@@ -69,8 +69,6 @@ def sudo_user():
     """A throwaway user with passwordless sudo that logs every command it runs."""
     if os.geteuid() != 0:
         pytest.skip("makes a throwaway user and a sudoers drop-in: needs root")
-    if SYSTEM_HOME is None:
-        pytest.skip("needs root's clusters to serve other users (docs/users.md)")
     for program in ("sudo", "runuser", "useradd", "git", "make"):
         if shutil.which(program) is None:
             pytest.skip(f"no {program} on this machine (apt-get install {program})")
