@@ -6,6 +6,7 @@
  * namespace_prefix), which is what `up` runs where this program is not built:
  *
  *   nsenter --net=NETNS  sh -c 'echo $$ > <cgroup>/cgroup.procs ...; exec "$@"'
+ *     [nsenter --cgroup=CGROUPNS]  (cgroup v2: the node's namespace exists; else unshare --cgroup)
  *     unshare --cgroup --mount --uts --pid --fork --kill-child --mount-proc --propagation private
  *       tini -- sh -c 'mount -a -T FSTAB; hostname NODE; mount -t tmpfs ... SPOOL/NODE; exec "$@"'
  *         slurmd -D -N NODE ...
@@ -20,14 +21,18 @@
  * INIT (tini) is exec'd as pid 1, as the chain does.
  *
  * Usage:
- *   simcluster-node-start [--net NETNS_FILE] [--cgroup-procs FILE]... [--fstab FILE]
- *                         [--hostname NAME] [--tmpfs DIR] -- INIT [ARG...]
+ *   simcluster-node-start [--net NETNS_FILE] [--cgroup-procs FILE]... [--cgroupns NS_FILE]
+ *                         [--fstab FILE] [--hostname NAME] [--tmpfs DIR] -- INIT [ARG...]
  *   simcluster-node-start [the same options] --init -- DAEMON [ARG...]
  *
  * The fstab holds what provisioner/providers/local/names.py node_fstab writes: bind mounts
  * ("SRC DST none bind 0 0") and filesystems with flags and data ("simcluster-cgroup
  * /sys/fs/cgroup/memory cgroup rw,memory,X-mount.mkdir 0 0"); an option it does not know
  * is passed to the kernel as data, as mount(8) does.
+ *
+ * --cgroupns: enter the cgroup namespace kept at NS_FILE once the cgroups are joined (cgroup
+ * v2, where it is made with the node's cgroup: provisioner/providers/local/cgroups.py);
+ * without it, --cgroup-procs makes a new one rooted where the process then is.
  *
  * Errors: one line on stderr (the daemon's log) naming what failed, exit 1.
  */
@@ -58,7 +63,7 @@ static void die(const char *what, const char *arg)
 static void usage(const char *why)
 {
 	fprintf(stderr, PROG ": %s\nusage: " PROG " [--net NETNS_FILE] [--cgroup-procs FILE]... "
-		"[--fstab FILE] [--hostname NAME] [--tmpfs DIR] [--init] -- INIT|DAEMON [ARG...]\n", why);
+		"[--cgroupns NS_FILE] [--fstab FILE] [--hostname NAME] [--tmpfs DIR] [--init] -- INIT|DAEMON [ARG...]\n", why);
 	exit(2);
 }
 
@@ -223,7 +228,7 @@ static void be_init(char **prog)
 
 int main(int argc, char **argv)
 {
-	const char *net = NULL, *fstab = NULL, *hostname = NULL, *tmpfs = NULL;
+	const char *net = NULL, *fstab = NULL, *hostname = NULL, *tmpfs = NULL, *cgroupns = NULL;
 	const char *cgroups[MAX_CGROUPS];
 	int ncgroups = 0, self_init = 0, i;
 
@@ -245,6 +250,8 @@ int main(int argc, char **argv)
 			hostname = argv[++i];
 		else if (!strcmp(a, "--tmpfs"))
 			tmpfs = argv[++i];
+		else if (!strcmp(a, "--cgroupns"))
+			cgroupns = argv[++i];
 		else if (!strcmp(a, "--cgroup-procs")) {
 			if (ncgroups == MAX_CGROUPS)
 				usage("too many --cgroup-procs");
@@ -265,7 +272,13 @@ int main(int argc, char **argv)
 	/* The cgroups first: the cgroup namespace is rooted where the process is when it is made. */
 	for (int c = 0; c < ncgroups; c++)
 		write_pid(cgroups[c]);
-	if (unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWPID | (ncgroups ? CLONE_NEWCGROUP : 0)))
+	if (cgroupns) {
+		int fd = open(cgroupns, O_RDONLY | O_CLOEXEC);
+		if (fd < 0 || setns(fd, CLONE_NEWCGROUP))
+			die("joining cgroup namespace", cgroupns);
+		close(fd);
+	}
+	if (unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWPID | (ncgroups && !cgroupns ? CLONE_NEWCGROUP : 0)))
 		die("unshare", NULL);
 	if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL))
 		die("making mounts private", NULL);

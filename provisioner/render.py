@@ -116,6 +116,10 @@ class RenderInputs:
     # cgroup v2 without systemd (providers/local/cgroups.py v2_without_systemd): slurmd makes
     # its slurmstepd scope itself (cgroup.conf IgnoreSystemd=yes) instead of asking systemd.
     cgroup_ignore_systemd: bool = False
+    # cgroup.conf's CgroupPlugin: slurmd loads one whatever ProctrackType and TaskPlugin say;
+    # where the nodes use no cgroups on a cgroup v2 host, one that asks nothing of the
+    # host's cgroups (providers/local/cgroups.py slurm_plugin).
+    cgroup_plugin: str = "autodetect"
     # The SPANK plugin that gives jobs pyxis's --container-* options, where the nodes can run
     # it (local as root with the plugin built, cluster/containers.py; docker: in the image,
     # providers/docker/provider.py); None: Slurm knows no such options.
@@ -234,6 +238,7 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         "constrain_cores": real_shape,
         "cgroup_ignore_systemd": inputs.cgroup_ignore_systemd,
         "srun_port_range": inputs.srun_port_range,
+        "cgroup_plugin": inputs.cgroup_plugin,
         # Several nodes on one host (not containers): per-node TmpFS; Open MPI's TCP over the
         # nodes' own network, or over loopback where they share the host's.
         "tmp_fs": "" if inputs.nodes_are_hosts else f"{paths.root}/tmp/%n",

@@ -10,15 +10,21 @@ proctrack/cgroup, task/cgroup and cgroup.conf (ConstrainRAMSpace, ConstrainDevic
 ConstrainCores) act as in production: a job over --mem ends OUT_OF_MEMORY, a step is
 killed as a whole, a task cannot open a GPU device it was not given.
 
-Needs root and cgroup v1 controllers mounted under /sys/fs/cgroup (unavailable_reason says
-what is missing otherwise); `down` removes the cluster's cgroups (remove).
+On a cgroup v2 host (systemd's default: Debian 12 and 13, Ubuntu, RHEL 9) the same holds
+through Slurm's cgroup/v2 plugin; see the "cgroup v2" part below (create_v2).
+
+Needs root and cgroup v1 controllers mounted under /sys/fs/cgroup, or cgroup v2 with the
+controllers Slurm uses (unavailable_reason says what is missing otherwise); `down` removes
+the cluster's cgroups (remove).
 """
 
 from __future__ import annotations
 
 import os
+import re
+import subprocess
 from pathlib import Path
-from typing import Dict, Iterable, List
+from typing import Dict, Iterable, List, Optional
 
 from provisioner.cluster.placement import NODE_TOKEN
 
@@ -80,9 +86,8 @@ def unavailable_reason() -> str:
     """Why node cgroups cannot be used here ("" when they can)."""
     if os.geteuid() != 0:
         return "rootless: no cgroup can be made without root, so --mem, devices and cores are not enforced"
-    if (ROOT / "cgroup.controllers").exists():
-        return ("this host has cgroup v2 only (simcluster enforces limits on cgroup v1 hosts so far): "
-                "--mem, devices and cores are not enforced")
+    if is_v2():
+        return _v2_unavailable_reason()
     have = _mounts()
     lacking = [c for c in CONTROLLERS if f"{ROOT}/{c}" not in have]
     if lacking:
@@ -120,6 +125,8 @@ def create(tag: str, nodes: Dict[str, List[int]], gpus: Iterable[int] = ()) -> N
     its GPU ids}; ``gpus``: every GPU id a node could open (the cluster's, the host's).
     A node's devices cgroup denies the GPUs that are not its own, as a host has only its
     own: Slurm's ConstrainDevices then acts on the node's GPUs, as in production."""
+    if is_v2():
+        return create_v2(tag, nodes, gpus)
     all_gpus = sorted(set(gpus) | {g for own in nodes.values() for g in own})
     for c in CONTROLLERS:
         parent = ROOT / c
@@ -153,6 +160,8 @@ def _deny(path: Path, minors: List[int]) -> None:
 def remove(tag: str) -> List[str]:
     """Remove the cluster's cgroups, deepest first (Slurm's own job and step cgroups below a
     node's included); return those that could not be removed (a process still in one)."""
+    if is_v2():
+        return remove_v2(tag)
     left: List[str] = []
     for c in CONTROLLERS:
         top = ROOT / c / BASE / tag
@@ -169,6 +178,8 @@ def remove(tag: str) -> List[str]:
 def remove_nodes(tag: str, nodes: List[str]) -> List[str]:
     """Remove the cgroups of ``nodes`` only (nodes leaving a running cluster), deepest
     first; return those that could not be removed (a process still in one)."""
+    if is_v2():
+        return remove_nodes_v2(tag, nodes)
     left: List[str] = []
     for c in CONTROLLERS:
         for n in nodes:
@@ -191,6 +202,8 @@ def _remove_tree(top: Path) -> List[str]:
 
 
 def leftovers(tag: str) -> List[str]:
+    if is_v2():
+        return [str(p) for p in (ROOT / V2_BASE / tag,) if p.exists()]
     return [str(ROOT / c / BASE / tag) for c in CONTROLLERS if (ROOT / c / BASE / tag).exists()]
 
 
@@ -202,6 +215,8 @@ def fstab_lines(mounts_file: str = "/proc/self/mounts") -> List[str]:
     (in a node's cgroup namespace the mount's root is the node's cgroup, cgroup_namespaces(7)).
     Not over the host's own mounts: the kernel refuses a second mount of a hierarchy on the
     root of a mount of it (EBUSY); X-mount.mkdir makes the mount points in the tmpfs."""
+    if is_v2():
+        return fstab_lines_v2()
     lines = [f"{MOUNT_SOURCE} {ROOT} tmpfs rw,nosuid,nodev,noexec,mode=755 0 0"]
     lines += [f"{MOUNT_SOURCE} {point} cgroup {opts},X-mount.mkdir 0 0"
               for point, opts in sorted(_mounts(mounts_file).items())
@@ -212,12 +227,242 @@ def fstab_lines(mounts_file: str = "/proc/self/mounts") -> List[str]:
 def procs_files(tag: str) -> List[str]:
     """The node's cgroup.procs files in every hierarchy of CONTROLLERS (NODE_TOKEN for the
     node's name): what join_script writes to, for simcluster-node-start's --cgroup-procs."""
+    if is_v2():
+        return procs_files_v2(tag)
     return [f"{ROOT}/{c}/{BASE}/{tag}/{NODE_TOKEN}/cgroup.procs" for c in CONTROLLERS]
 
 
 def join_script(tag: str) -> str:
     """sh text run before the node's namespaces are made: the shell moves itself into the
     node's cgroups ("$0" is the node's name), then execs the rest of the argv, which makes
-    the cgroup namespace: it is rooted where the process is when it is made."""
+    the cgroup namespace: it is rooted where the process is when it is made (on cgroup v2
+    the namespace exists already: join_script_v2)."""
+    if is_v2():
+        return join_script_v2(tag)
     dirs = " ".join(f"{ROOT}/{c}/{BASE}/{tag}" for c in CONTROLLERS)
     return f'for d in {dirs}; do echo $$ > "$d/$0/cgroup.procs" || exit 1; done; exec "$@"'
+
+
+# -- cgroup v2 ----------------------------------------------------------------------------
+#
+# Slurm's cgroup/v2 plugin (22.05) in slurmd puts the node's job steps under
+# <mount>/system.slice/<NodeName>_slurmstepd.scope/job_J/step_S/..., makes that scope itself
+# where cgroup.conf says IgnoreSystemd=yes (else it asks systemd for a unit of that name,
+# one name per host: two clusters' node1 would share it), and then moves itself into the
+# scope's "slurmd" child. So each node gets a cgroup of its own,
+# /sys/fs/cgroup/simcluster/<tag>/<node> (N), and a cgroup namespace rooted at N that its
+# slurmd starts in, with cgroup2 mounted again in its mount namespace: there "/" is N, and
+# /system.slice/node1_slurmstepd.scope is N's own, whatever other cluster has a node1.
+#
+# cgroup v2 lets a cgroup hold processes or give its children controllers, not both (the
+# "no internal process" rule): N gives them (its subtree_control), so the node's starter
+# and pid 1 live in N/init, and a namespace rooted at N can only be made by a process in N
+# while N gives nothing yet. That is why the namespace is made once per node, when N is
+# made (a process in N unshares it and `unshare --cgroup=FILE` keeps it at FILE, as `ip
+# netns` keeps a network namespace), and every start of the node joins N/init and then
+# enters that namespace (setns): slurmd then sees itself in /init, N as the root.
+#
+# Devices: Slurm's eBPF program on each job and step denies the node's GPUs a job was not
+# given; the GPUs of the other nodes, which every node of this host can see, are denied
+# by one more program on N (deny_devices_v2), which the kernel runs too (attached with
+# BPF_F_ALLOW_MULTI: a device opens only where every program of the cgroup's ancestors
+# lets it).
+#
+# Nothing of this is a systemd unit: systemd leaves cgroups it did not make alone, and a
+# controller that a child cgroup gives on cannot be taken from its parent.
+
+V2_BASE = "simcluster"
+# What Slurm's cgroup/v2 plugin checks for (cpuset, cpu, memory; io where it exists) and
+# pids, so a node's process count is its own.
+V2_WANTED = ("cpuset", "cpu", "io", "memory", "pids")
+V2_NEEDED = ("cpuset", "cpu", "memory", "pids")
+V2_INIT = "init"  # the leaf where the node's starter and pid 1 live
+CGNS_DIR = Path("/run/simcluster/cgroupns")
+
+
+def is_v2(root: Path = ROOT) -> bool:
+    """A unified (cgroup v2 only) host."""
+    return (root / "cgroup.controllers").exists()
+
+
+def _controllers(path: Path) -> List[str]:
+    try:
+        return (path / "cgroup.controllers").read_text().split()
+    except OSError:
+        return []
+
+
+def _v2_unavailable_reason() -> str:
+    lacking = [c for c in V2_NEEDED if c not in _controllers(ROOT)]
+    if lacking:
+        return f"cgroup v2 without the {', '.join(lacking)} controller(s): limits are not enforced"
+    if not find_program("unshare"):
+        return "no 'unshare' program (util-linux): limits are not enforced"
+    probe = ROOT / f"{V2_BASE}-probe-{os.getpid()}"
+    try:
+        probe.mkdir()
+        probe.rmdir()
+    except OSError as exc:
+        return f"cannot make a cgroup ({exc.strerror}): limits are not enforced"
+    return ""
+
+
+def find_program(name: str) -> Optional[str]:
+    from provisioner.cluster.runner import find_binary  # the same lookup as the node start chain
+    return find_binary(name)
+
+
+def v2_node_dir(tag: str, node: str, root: Path = ROOT) -> Path:
+    return root / V2_BASE / tag / node
+
+
+def cgroup_ns_path(tag: str, node: str) -> str:
+    """The file that keeps node ``node``'s cgroup namespace (NODE_TOKEN works as ``node``)."""
+    return f"{CGNS_DIR}/{tag}-{node}"
+
+
+def _enable(path: Path, controllers: Iterable[str]) -> None:
+    """Give ``controllers`` to the children of ``path`` (those it has and does not give yet)."""
+    have = _controllers(path)
+    given = (path / "cgroup.subtree_control").read_text().split()
+    todo = [c for c in controllers if c in have and c not in given]
+    if todo:
+        (path / "cgroup.subtree_control").write_text(" ".join(f"+{c}" for c in todo))
+
+
+def _v2_parents(tag: str, root: Path = ROOT) -> List[str]:
+    """Make /simcluster/<tag> with the controllers given down to its nodes; the controllers."""
+    wanted = [c for c in V2_WANTED if c in _controllers(root)]
+    _enable(root, wanted)
+    for d in (root / V2_BASE, root / V2_BASE / tag):
+        d.mkdir(exist_ok=True)
+        _enable(d, wanted)
+    return wanted
+
+
+def _make_namespaces(dirs: Dict[str, Path]) -> None:
+    """One cgroup namespace per node, rooted at its directory, kept at its file ({file:
+    directory}): one shell moves itself into each directory in turn and runs `unshare
+    --cgroup=FILE true` there (the child starts where the shell is); each directory is
+    empty again once the shell moved on or exited."""
+    if not dirs:
+        return
+    CGNS_DIR.mkdir(parents=True, exist_ok=True)
+    unshare = find_program("unshare") or "unshare"
+    lines = ["set -e"]
+    for ns_file, d in dirs.items():
+        Path(ns_file).touch()
+        lines += [f"echo $$ > '{d}/cgroup.procs'", f"'{unshare}' --cgroup='{ns_file}' true"]
+    proc = subprocess.run(["sh", "-c", "\n".join(lines)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          text=True)
+    if proc.returncode != 0:
+        from provisioner.errors import StartupError
+        raise StartupError(f"making the nodes' cgroup namespaces failed: {proc.stdout.strip()[-300:]}",
+                           "the nodes need root and util-linux's unshare", doc="docs/troubleshooting.md#cgroup-limits-not-enforced")
+
+
+def _ns_alive(ns_file: str) -> bool:
+    """``ns_file`` still keeps a namespace (a mount; gone after a reboot: /run is a tmpfs)."""
+    return _is_mount(ns_file)
+
+
+def _is_mount(path: str) -> bool:
+    try:
+        return any(line.split()[4] == path for line in open("/proc/self/mountinfo"))
+    except (OSError, IndexError):
+        return False
+
+
+def create_v2(tag: str, nodes: Dict[str, List[int]], gpus: Iterable[int] = ()) -> None:
+    """What create does, on cgroup v2: each node's N with its init leaf and system.slice
+    (the controllers given down to the scope slurmd makes there), its cgroup namespace, and
+    on N a device program that denies the GPUs that are not the node's own."""
+    wanted = _v2_parents(tag)
+    all_gpus = sorted(set(gpus) | {g for own in nodes.values() for g in own})
+    fresh: Dict[str, Path] = {}
+    for n in nodes:
+        d = v2_node_dir(tag, n)
+        d.mkdir(exist_ok=True)
+        if not _ns_alive(cgroup_ns_path(tag, n)):
+            fresh[cgroup_ns_path(tag, n)] = d
+    # The namespaces first: a namespace is made by a process in N, which N takes only while
+    # it gives no controller (a node made before has its namespace, so it is skipped).
+    _make_namespaces(fresh)
+    for n in nodes:
+        d = v2_node_dir(tag, n)
+        (d / V2_INIT).mkdir(exist_ok=True)
+        _enable(d, wanted)
+        (d / "system.slice").mkdir(exist_ok=True)
+        _enable(d / "system.slice", wanted)
+        from provisioner.providers.local import bpfdevices  # lazy: ctypes, only on cgroup v2
+        bpfdevices.deny(d, NVIDIA_MAJOR, [g for g in all_gpus if g not in nodes[n]])
+
+
+def _forget_namespaces(files: List[str]) -> None:
+    """Unmount and remove the files that keep nodes' cgroup namespaces."""
+    mounted = [f for f in files if _is_mount(f)]
+    if mounted:
+        umount = find_program("umount") or "umount"
+        subprocess.run([umount, "-l", *mounted], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for f in files:
+        try:
+            os.unlink(f)
+        except OSError:
+            pass
+
+
+def remove_v2(tag: str) -> List[str]:
+    """remove, on cgroup v2: the namespaces' files, then the tree, deepest first."""
+    try:
+        files = [str(CGNS_DIR / f) for f in os.listdir(CGNS_DIR) if f.startswith(f"{tag}-")]
+    except OSError:
+        files = []
+    _forget_namespaces(files)
+    top = ROOT / V2_BASE / tag
+    left = _remove_tree(top) if top.is_dir() else []
+    try:
+        os.rmdir(ROOT / V2_BASE)
+    except OSError:
+        pass  # another cluster's cgroups are still in it
+    return left
+
+
+def remove_nodes_v2(tag: str, nodes: List[str]) -> List[str]:
+    _forget_namespaces([cgroup_ns_path(tag, n) for n in nodes])
+    left: List[str] = []
+    for n in nodes:
+        d = v2_node_dir(tag, n)
+        if d.is_dir():
+            left += _remove_tree(d)
+    return left
+
+
+def fstab_lines_v2() -> List[str]:
+    """The node's cgroup2 mount, seen from its cgroup namespace (its root is N), over a fresh
+    tmpfs: the kernel refuses a second mount of a filesystem on the root of a mount of that
+    same filesystem (EBUSY), which the host's /sys/fs/cgroup is."""
+    return [f"{MOUNT_SOURCE} {ROOT} tmpfs rw,nosuid,nodev,noexec,mode=755 0 0",
+            f"{MOUNT_SOURCE} {ROOT} cgroup2 rw,nosuid,nodev,noexec 0 0"]
+
+
+def join_script_v2(tag: str) -> str:
+    """join_script, on cgroup v2: the shell moves itself into N/init ("$0" is the node's
+    name); the next program of the argv enters the node's cgroup namespace."""
+    return f'echo $$ > "{ROOT}/{V2_BASE}/{tag}/$0/{V2_INIT}/cgroup.procs" || exit 1; exec "$@"'
+
+
+def procs_files_v2(tag: str) -> List[str]:
+    return [f"{ROOT}/{V2_BASE}/{tag}/{NODE_TOKEN}/{V2_INIT}/cgroup.procs"]
+
+
+def slurm_plugin(nodes_use_cgroups: bool, slurm_version: Optional[str], root: Path = ROOT) -> str:
+    """cgroup.conf's CgroupPlugin. slurmd always loads a cgroup plugin, and on a cgroup v2
+    host autodetect picks cgroup/v2, whose init makes the slurmstepd scope (a cgroup, or a
+    systemd unit through D-Bus) and stops slurmd where it cannot: a rootless node cannot.
+    Where the nodes use no cgroups (proctrack/linuxproc, no task/cgroup) the plugin is then
+    one that touches nothing: "disabled" from Slurm 24.05 on, before that cgroup/v1, whose
+    init only sets up lists (a cgroup v1 plugin is used only by cgroup plugins)."""
+    if nodes_use_cgroups or not is_v2(root):
+        return "autodetect"
+    m = re.search(r"(\d+)\.(\d+)", slurm_version or "")
+    return "disabled" if m and (int(m.group(1)), int(m.group(2))) >= (24, 5) else "cgroup/v1"

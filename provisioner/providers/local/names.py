@@ -297,7 +297,7 @@ def node_starter() -> Optional[str]:
 def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
                      spool: Optional[str] = None, netns: Optional[str] = None,
                      cgroup_join: Optional[str] = None, cgroup_procs: Sequence[str] = (),
-                     starter: Optional[str] = None) -> List[str]:
+                     starter: Optional[str] = None, cgroup_ns: Optional[str] = None) -> List[str]:
     """The argv prefix that starts a daemon in mount and UTS namespaces of its own with the
     bind mounts of ``fstab`` (node_fstab: the cluster's hosts file as /etc/hosts, its config
     directory as /etc/slurm, ...), and the host name the node's (the value after ``-N`` in the
@@ -331,7 +331,9 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
     namespace, which `nsenter` joins (NODE_TOKEN in it stands for the node's name, put in
     by daemons.slurmd_argv), and ``cgroup_join`` (cgroups.join_script), a shell that moves
     itself into the node's cgroups; `unshare` then also makes a cgroup namespace rooted
-    there, and the node's fstab mounts the hierarchies again (cgroups.fstab_lines).
+    there, and the node's fstab mounts the hierarchies again (cgroups.fstab_lines). With
+    ``cgroup_ns`` (cgroup v2: the file that keeps the node's cgroup namespace, made with
+    its cgroup) the process enters that namespace after joining, instead of making one.
 
     Every program is named by its absolute path (find_binary), since the caller's PATH may
     not reach it: `unshare` execs the next word of the argv by PATH lookup.
@@ -349,6 +351,8 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
         opts = ["--net", netns] if netns else []
         for procs in cgroup_procs:
             opts += ["--cgroup-procs", procs]
+        if cgroup_ns:
+            opts += ["--cgroupns", cgroup_ns]
         opts += ["--fstab", fstab, "--hostname", NODE_TOKEN]
         if spool:
             opts += ["--tmpfs", f"{spool}/{NODE_TOKEN}"]
@@ -362,7 +366,9 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
         first = [find_binary("nsenter") or "nsenter", f"--net={netns}"] if netns else []
         if cgroup_join:
             first += [sh, "-c", cgroup_join, NODE_TOKEN]
-        return [*first, unshare, *(["--cgroup"] if cgroup_join else []), "--mount", "--uts", *pid_ns,
+        if cgroup_ns:
+            first += [find_binary("nsenter") or "nsenter", f"--cgroup={cgroup_ns}"]
+        return [*first, unshare, *(["--cgroup"] if cgroup_join and not cgroup_ns else []), "--mount", "--uts", *pid_ns,
                 "--propagation", "private", *argv]
     return [unshare, "--user", "--map-root-user", "--mount", "--uts", *pid_ns, "--propagation", "private",
             *argv, unshare, "--user", f"--map-user={uid}", f"--map-group={gid}"]

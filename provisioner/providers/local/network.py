@@ -7,14 +7,18 @@ the daemons listen on every interface of the machine. In a namespace of its own 
 its own ports, its own address as the source of what it sends, and nothing it listens on
 is reachable from the machine's other networks.
 
-How: a bridge device ("scb<tag>") with no ports is the parent of macvlan devices in
-bridge mode: one in each namespace (named eth0 there, as on a host) and one on this host
-("sch<tag>", with the subnet's first address), so the host's Slurm commands reach the
-cluster. macvlan rather than veth pairs on the bridge because bridged traffic passes the
+How: a dummy device ("scb<tag>") is the parent of macvlan devices in bridge mode: one in
+each namespace (named eth0 there, as on a host) and one on this host ("sch<tag>", with
+the subnet's first address), so the host's Slurm commands reach the cluster. macvlan
+rather than veth pairs on a bridge because bridged traffic passes the
 host's iptables FORWARD chain where br_netfilter is loaded, and docker sets that chain's
-policy to DROP: traffic between macvlans of one parent never enters it. The namespaces are
-named (/run/netns/simcluster-<tag>-<key>, `ip netns` lists them), so they outlive their
-processes: `stop`/`start` and repair keep each node's address; `down` deletes them.
+policy to DROP: traffic between macvlans of one parent never enters it. A dummy rather
+than a bridge as the parent: a bridge without ports has no carrier on some kernels
+(Debian 12's 6.1: "NO-CARRIER"), and every macvlan on a parent without carrier is
+LOWERLAYERDOWN, so nothing reaches the namespaces; a dummy device always has carrier.
+Clusters made when the parent was a bridge keep theirs (found and deleted by name). The
+namespaces are named (/run/netns/simcluster-<tag>-<key>, `ip netns` lists them), so they
+outlive their processes: `stop`/`start` and repair keep each node's address; `down` deletes them.
 
 Addresses come from 198.18.0.0/15, the block set aside for network benchmarking (RFC 2544)
 that no LAN should use, a subnet per cluster that no route of this host overlaps.
@@ -49,7 +53,8 @@ def tag_of(root: str) -> str:
 
 
 def bridge_name(tag: str) -> str:
-    """The cluster's parent bridge (interface names have 15 characters at most)."""
+    """The cluster's parent device, a dummy (a bridge in clusters made before; interface
+    names have 15 characters at most)."""
     return f"scb{tag}"
 
 
@@ -161,7 +166,7 @@ def static_neighbours(net: Network, key: str) -> List[Tuple[str, str]]:
     the controller's and this host's, the controller every node's and this host's.
 
     Why: at start every slurmd registers with slurmctld and slurmctld answers every node,
-    so with ARP each of them broadcasts a request that the bridge copies to every device
+    so with ARP each of them broadcasts a request that macvlan copies to every device
     on the segment: at 1024 nodes a storm of a million copies, more than the devices'
     broadcast queues hold. Dropped requests left nodes unable to reach the controller
     ("Unable to register ... connect failure") or to answer it ("not responding"). With
@@ -197,7 +202,7 @@ def _check(proc: subprocess.Popen) -> None:
     out = proc.stdout.read()
     if proc.wait() != 0:
         raise StartupError(f"making the cluster's network failed ({proc.what}): {out.strip()[-300:]}",  # type: ignore
-                           "the nodes need root, iproute2 and the kernel's bridge and macvlan devices",
+                           "the nodes need root, iproute2 and the kernel's dummy and macvlan devices",
                            doc="docs/troubleshooting.md#network-namespaces")
 
 
@@ -287,14 +292,14 @@ def forward_srun(net: Network) -> str:
 
 
 def create(net: Network, keys: Optional[List[str]] = None) -> str:
-    """Make what of ``net`` is missing: the parent bridge and the host's macvlan, then the
+    """Make what of ``net`` is missing: the parent device and the host's macvlan, then the
     namespace of each of ``keys`` (default: every missing one) with its macvlan, address,
     loopback and a default route through the host, and for a new controller namespace
     forward_srun. Returns kernel_room's line and forward_srun's, if any."""
     keys = missing(net) if keys is None else keys
     lines = []
     if not _link_exists(net.parent):
-        lines += [f"link add {net.parent} type bridge", f"link set {net.parent} up"]
+        lines += [f"link add {net.parent} type dummy", f"link set {net.parent} up"]
     if not _link_exists(net.host_if):
         ctl = net.addrs[CONTROLLER_KEY]
         lines += [f"link add link {net.parent} name {net.host_if} address {mac_of(net.host_addr)} "
@@ -345,14 +350,14 @@ def _namespaces(tag: str) -> List[str]:
 
 
 def _devices(tag: str) -> List[str]:
-    """The cluster's devices on this host that exist: its parent bridge, then its macvlan."""
+    """The cluster's devices on this host that exist: its parent device, then its macvlan."""
     return [dev for dev in (bridge_name(tag), host_if_name(tag)) if _link_exists(dev)]
 
 
 def delete(tag: str) -> None:
     """Remove every namespace and device of the cluster tagged ``tag`` (what is already gone
     is skipped): deleting a namespace takes its macvlan with it."""
-    # The parent bridge first: deleting it takes every macvlan on it (the host's and the
+    # The parent device first: deleting it takes every macvlan on it (the host's and the
     # nodes') in one go; each device deletion waits for the kernel (~40 ms), not each macvlan.
     lines = [f"link del {dev}" for dev in _devices(tag)[:1]]
     lines += [f"netns del {n}" for n in _namespaces(tag)]
@@ -379,7 +384,7 @@ def leftovers(tag: str) -> List[str]:
 def unavailable_reason() -> str:
     """Why per-node network namespaces cannot be made here ("" when they may be): they need
     root (CAP_NET_ADMIN and CAP_SYS_ADMIN in the host's namespaces) and `ip`. Whether the
-    kernel has the bridge and macvlan devices shows when `up` makes them (provision falls
+    kernel has the dummy and macvlan devices shows when `up` makes them (provision falls
     back to the host's network, and says why, where it refuses)."""
     if os.geteuid() != 0:
         return "rootless: nodes share this host's network (a loopback address each; ports can clash)"

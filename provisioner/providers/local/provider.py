@@ -133,7 +133,11 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
         net_note = network.unavailable_reason() if in_namespace else names.SHARED_NETWORK_NOTE
         cg_note = cgroups.unavailable_reason() if in_namespace else names.NO_CGROUPS_NOTE
         state.provider_data["cgroups"] = not cg_note
-        if cgroups.v2_without_systemd():
+        if cgroups.is_v2() and not cg_note:
+            # Each node's slurmd makes its slurmstepd scope in its own cgroup namespace
+            # (cgroups.py), never a systemd unit: two clusters' node1 would share that.
+            state.provider_data["cgroup_ignore_systemd"] = True
+        elif cgroups.v2_without_systemd():
             state.provider_data["cgroup_ignore_systemd"] = True
             if os.geteuid() == 0:
                 problem = cgroups.prepare_v2_without_systemd()
@@ -254,7 +258,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
                 fstab, os.getuid(), os.getgid(), init, str(layout.spool),
                 netns=network.netns_path(net.tag, NODE_TOKEN) if net else None,
                 cgroup_join=cgroups.join_script(_tag(state)) if use_cgroups else None,
-                cgroup_procs=cgroups.procs_files(_tag(state)) if use_cgroups else (), starter=names.node_starter())
+                cgroup_procs=cgroups.procs_files(_tag(state)) if use_cgroups else (), starter=names.node_starter(),
+                cgroup_ns=cgroups.cgroup_ns_path(_tag(state), NODE_TOKEN) if use_cgroups and cgroups.is_v2() else None)
         ctl_addr = net.addrs[network.CONTROLLER_KEY] if net else "127.0.0.1"
         ctl_prefix = (find_binary("nsenter") or "nsenter", f"--net={network.netns_path(net.tag, network.CONTROLLER_KEY)}") \
             if net else ()
@@ -285,6 +290,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
                               controller_addr=ctl_addr, accounting=acct, cgroups=use_cgroups,
                               node_subnet=net.subnet if net else None,
                               cgroup_ignore_systemd=bool(state.provider_data.get("cgroup_ignore_systemd")),
+                              cgroup_plugin=cgroups.slurm_plugin(use_cgroups, host_slurm_version()),
                               containers_plugin=None if no_containers else str(containers.PLUGIN_PATH),
                               containers_note=no_containers)
         return Placement(
@@ -303,7 +309,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
                 f"{ctl_addr}); no daemon listens on this host's own interfaces; names outside the cluster do "
                 "not resolve in jobs and nothing is routed off this host" if net else ""),
             node_cgroups=notes.get("cgroups") or (
-                "enforced: proctrack/cgroup and task/cgroup in each node's own cgroup tree (--mem, GPU devices"
+                f"enforced: proctrack/cgroup and task/cgroup in each node's own cgroup tree "
+                f"(cgroup v{2 if cgroups.is_v2() else 1}: --mem, GPU devices"
                 + (", cores)" if shape_is_real(spec, host_cpus) else "; cores not pinned: the nodes claim more CPUs than this host has)")
                 if use_cgroups else ""),
             client_env={"SLURM_CONF": str(layout.slurm_conf), "SIMCLUSTER_CLUSTER": state.name},
