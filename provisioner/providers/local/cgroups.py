@@ -395,7 +395,14 @@ def create_v2(tag: str, nodes: Dict[str, List[int]], gpus: Iterable[int] = ()) -
         (d / "system.slice").mkdir(exist_ok=True)
         _enable(d / "system.slice", wanted)
         from provisioner.providers.local import bpfdevices  # lazy: ctypes, only on cgroup v2
-        bpfdevices.deny(d, NVIDIA_MAJOR, [g for g in all_gpus if g not in nodes[n]])
+        try:
+            bpfdevices.deny(d, NVIDIA_MAJOR, [g for g in all_gpus if g not in nodes[n]])
+        except OSError as exc:
+            from provisioner.errors import StartupError
+            raise StartupError(f"cannot attach the device program that denies {n} the other nodes' GPUs "
+                               f"({exc.strerror})", "the kernel needs eBPF cgroup device programs "
+                               "(CONFIG_CGROUP_BPF), as Slurm's own ConstrainDevices on cgroup v2 does",
+                               doc="docs/troubleshooting.md#cgroup-limits-not-enforced")
 
 
 def _forget_namespaces(files: List[str]) -> None:

@@ -1,0 +1,137 @@
+"""Case a of the VM matrix: a stock Debian 12 (bookworm) host with systemd and cgroup v2, as
+root. From a copy of the checkout, the way the README has a user do it: `make setup`, then
+`simcluster test --nodes 2 --fake-gpus 2 --suite basic`, which passes with no SKIP caused by
+the host, its limit checks run and passing through Slurm's cgroup/v2 plugin per virtual
+node. Then the limits a production node has, one by one, on a cluster that stays up
+(`status` says they are enforced), two clusters with a node1 each side by side, and the
+rootless path, which must come up without the cgroups it cannot have.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import time
+
+import pytest
+
+from tests.vm.conftest import CHECKOUT, GUEST_LOG_ROOT, vm_make_setup
+
+pytestmark = [pytest.mark.vm]
+
+SIMCLUSTER = f"{CHECKOUT}/.venv/bin/simcluster"
+# SKIPs that come from what the cluster was asked for, not from the host: basic.container
+# needs `make setup-containers` (the SPANK plugin), which the README's first command leaves out.
+SKIPS_NOT_FROM_THE_HOST = {"basic.container"}
+# Checks run at TCG speed (20-30x slower than a host): a generous per-check limit keeps a
+# slow guest from reading as a failed check; nothing here asserts on time.
+CHECK_TIMEOUT = 300
+
+
+def test_bookworm_host_is_what_case_a_needs(bookworm_vm):
+    """The guest is the platform case a claims: Debian 12, systemd as PID 1, cgroup v2 only,
+    Debian's Slurm 22.05."""
+    res = bookworm_vm.run("cat /etc/debian_version; ps -p 1 -o comm=; stat -fc %T /sys/fs/cgroup; "
+                          "/usr/sbin/slurmctld -V", check=True)
+    version, init, cgroupfs, slurm = res.stdout.split("\n")[:4]
+    assert version.startswith("12"), res.stdout
+    assert init == "systemd", res.stdout
+    assert cgroupfs == "cgroup2fs", res.stdout
+    assert slurm.startswith("slurm 22.05."), res.stdout
+
+
+def test_bookworm_make_setup_then_test_basic(bookworm_vm, vm_timings):
+    """`make setup`, then the README's CI command: every check passes, none is SKIP for a
+    reason of the host, and the limit checks (basic.limits: OUT_OF_MEMORY; basic.isolation:
+    another node's GPU refused) ran and passed. Nothing of the cluster is left after it."""
+    timings = vm_timings.setdefault("bookworm", {})
+    vm_make_setup(bookworm_vm)
+    started = time.monotonic()
+    res = bookworm_vm.run(f"cd {CHECKOUT} && {SIMCLUSTER} test --name vma --nodes 2 --fake-gpus 2 --suite basic "
+                          f"--json --timeout {CHECK_TIMEOUT} --logs-dir {GUEST_LOG_ROOT}/vma", timeout=1800)
+    timings["simcluster_test_basic"] = round(time.monotonic() - started, 1)
+    assert res.stdout.strip(), f"no JSON report (exit {res.returncode}):\n{res.stderr[-6000:]}"
+    report = json.loads(res.stdout)
+    timings["verify_basic"] = report["seconds"]
+    checks = {c["name"]: c for c in report["checks"]}
+    lines = "\n".join(f"{c['name']}: {c['status']} {c['message']}" for c in report["checks"])
+    failed = [n for n, c in checks.items() if c["status"] == "FAIL"]
+    host_skips = [n for n, c in checks.items() if c["status"] == "SKIP" and n not in SKIPS_NOT_FROM_THE_HOST]
+    assert res.returncode == 0 and report["passed"] and not failed, \
+        f"failed: {failed}\n{lines}\nstderr:\n{res.stderr[-4000:]}"
+    assert not host_skips, f"SKIP caused by the cgroup v2 host: {host_skips}\n{lines}"
+    assert checks["basic.limits"]["status"] == "PASS" and "OUT_OF_MEMORY" in checks["basic.limits"]["message"], lines
+    isolation = checks["basic.isolation"]
+    assert isolation["status"] == "PASS" and "EPERM" in isolation["message"], lines
+    up = re.search(r"is up \(local\).* in ([0-9.]+)s", res.stderr)
+    if up:
+        timings["up"] = float(up.group(1))
+    left = bookworm_vm.run("pgrep -a slurmd; pgrep -a slurmctld; ls /sys/fs/cgroup/simcluster "
+                           "/run/simcluster/cgroupns 2>/dev/null")
+    assert left.stdout.strip() == "", f"simcluster test left this behind in the guest:\n{left.stdout}"
+
+
+LIMITS_SCRIPT = r"""
+set -e
+cd /tmp
+export PATH={checkout}/.venv/bin:$PATH
+simcluster up --name vml --nodes 2 --fake-gpus 2 >/dev/null 2>&1
+simcluster up --name vml2 --nodes 1 >/dev/null 2>&1
+simcluster status --name vml --json > /tmp/vml-status.json
+eval "$(simcluster env --name vml)"
+echo "CPUS $(srun -w node1 -n1 -c1 grep Cpus_allowed_list /proc/self/status | cut -f2)"
+echo "MEMMAX $(srun -w node2 -n1 --mem=100M sh -c 'cat /sys/fs/cgroup$(sed -n "s/^0:://p" /proc/self/cgroup)/../memory.max')"
+printf '#!/bin/sh\n[ "$SLURM_PROCID" = 0 ] && exit 3\nexec sleep 60\n' > /tmp/early.sh
+chmod +x /tmp/early.sh
+srun -w node1 -N1 -n10 -O -W2 /tmp/early.sh > /tmp/kill.out 2>&1 || true
+sed 's/^/KILL /' /tmp/kill.out
+eval "$(simcluster env --name vml2)"
+srun -n1 true
+echo "SCOPES $(ls -d /sys/fs/cgroup/simcluster/*/node1/system.slice/node1_slurmstepd.scope | wc -l)"
+echo "UNITS $(systemctl list-units --all --no-legend '*slurmstepd*' | wc -l)"
+simcluster down --name vml2 >/dev/null
+simcluster down --name vml >/dev/null
+echo "LEFT $(ls /sys/fs/cgroup/simcluster /run/simcluster/cgroupns 2>/dev/null | wc -l)"
+"""
+
+
+def test_bookworm_limits_per_node_through_cgroup_v2(bookworm_vm):
+    """On a cluster that stays up: status says the limits are enforced; `srun -c1` runs on
+    one CPU; --mem is the step's memory.max; a step whose first task exits is killed as a
+    whole (every other task Killed); two clusters' node1 each have their own slurmstepd
+    scope, and no systemd unit is made for them; `down` leaves no cgroup nor namespace."""
+    vm_make_setup(bookworm_vm)
+    res = bookworm_vm.run(LIMITS_SCRIPT.format(checkout=CHECKOUT), timeout=900)
+    out = res.stdout
+    assert res.returncode == 0, f"exit {res.returncode}\n{out}\n{res.stderr[-3000:]}"
+    status = json.loads(bookworm_vm.run("cat /tmp/vml-status.json", check=True).stdout)
+    assert status["node_cgroups"].startswith("enforced") and "cgroup v2" in status["node_cgroups"], status
+    values = dict(line.split(" ", 1) for line in out.splitlines() if line.split(" ", 1)[0] in
+                  ("CPUS", "MEMMAX", "SCOPES", "UNITS", "LEFT"))
+    assert re.fullmatch(r"\d+", values.get("CPUS", "")), out  # one CPU, not a list or a range
+    assert values.get("MEMMAX") == str(100 * 1024 * 1024), out
+    kill = "\n".join(line[5:] for line in out.splitlines() if line.startswith("KILL "))
+    assert "task 0: Exited with exit code 3" in kill and re.search(r"tasks 1-9: Killed", kill), kill
+    assert "exit code 137" not in kill, kill
+    assert values.get("SCOPES") == "2", out
+    assert values.get("UNITS") == "0", out
+    assert values.get("LEFT") == "0", out
+
+
+def test_bookworm_rootless_comes_up(bookworm_vm):
+    """An ordinary user on the same host: no cgroup can be made, so none is asked for
+    (slurmd loads a cgroup plugin that touches nothing); the cluster comes up, runs jobs,
+    and status says the limits are not enforced and why."""
+    vm_make_setup(bookworm_vm)
+    user = "simrootless"
+    script = (f"set -e; cd /tmp; S={SIMCLUSTER}; $S up --name vmr --nodes 2 --fake-gpus 2 >/dev/null 2>&1; "
+              "eval \"$($S env --name vmr)\"; srun -N2 -n2 hostname | sort | tr '\\n' ' '; echo; "
+              "$S status --name vmr --json > /tmp/vmr-status.json; "
+              "grep ^CgroupPlugin $HOME/.local/state/simcluster/vmr/etc/cgroup.conf; $S down --name vmr >/dev/null")
+    res = bookworm_vm.run(f"id {user} >/dev/null 2>&1 || useradd -m {user}; chmod o+x /root; "
+                          f"su - {user} -c {shlex.quote(script)}; rc=$?; chmod o-x /root; exit $rc", timeout=600)
+    assert res.returncode == 0, f"exit {res.returncode}\n{res.stdout}\n{res.stderr[-3000:]}"
+    assert "CgroupPlugin=cgroup/v1" in res.stdout, res.stdout
+    status = json.loads(bookworm_vm.run("cat /tmp/vmr-status.json", check=True).stdout)
+    assert "not enforced" in status["node_cgroups"], status
