@@ -447,8 +447,10 @@ def remove_nodes_v2(tag: str, nodes: List[str]) -> List[str]:
 def fstab_lines_v2() -> List[str]:
     """The node's cgroup2 mount, seen from its cgroup namespace (its root is N), over a fresh
     tmpfs: the kernel refuses a second mount of a filesystem on the root of a mount of that
-    same filesystem (EBUSY), which the host's /sys/fs/cgroup is."""
-    return [f"{MOUNT_SOURCE} {ROOT} tmpfs rw,nosuid,nodev,noexec,mode=755 0 0",
+    same filesystem (EBUSY), which the host's /sys/fs/cgroup is. Two sources, so that
+    `mount -a` (the start chain without simcluster-node-start) does not take the second
+    line, same source and target, for one already mounted."""
+    return [f"{MOUNT_SOURCE}-base {ROOT} tmpfs rw,nosuid,nodev,noexec,mode=755 0 0",
             f"{MOUNT_SOURCE} {ROOT} cgroup2 rw,nosuid,nodev,noexec 0 0"]
 
 

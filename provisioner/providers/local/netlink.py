@@ -19,6 +19,7 @@ from typing import Dict, List, Optional, Tuple
 
 CLONE_NEWNET = 0x40000000
 RTM_NEWLINK, RTM_NEWADDR, RTM_NEWROUTE, RTM_NEWNEIGH = 16, 20, 24, 28
+IFLA_IFNAME = 3
 NLM_F_REQUEST, NLM_F_ACK, NLM_F_REPLACE, NLM_F_EXCL, NLM_F_CREATE = 0x1, 0x4, 0x100, 0x200, 0x400
 NDA_DST, NDA_LLADDR, NUD_PERMANENT = 1, 2, 0x80
 NLMSG_ERROR = 2
@@ -60,6 +61,10 @@ class _Route:
     def link_up(self, index: int) -> None:
         self.request(RTM_NEWLINK, 0, struct.pack("BxHiII", socket.AF_UNSPEC, 0, index, IFF_UP, IFF_UP))
 
+    def rename(self, index: int, name: str) -> None:
+        self.request(RTM_NEWLINK, 0, struct.pack("BxHiII", socket.AF_UNSPEC, 0, index, 0, 0)
+                     + _attr(IFLA_IFNAME, name.encode() + b"\0"))
+
     def add_address(self, index: int, addr: str, prefixlen: int) -> None:
         packed = socket.inet_aton(addr)
         self.request(RTM_NEWADDR, NLM_F_CREATE | NLM_F_EXCL,
@@ -90,13 +95,15 @@ def _setns(libc, path: str) -> None:
 
 
 def configure(jobs: List[Tuple[str, str, str, int, str]],
-              neighbours: Optional[Dict[str, List[Tuple[str, str]]]] = None) -> None:
-    """For each (namespace path, interface, address, prefix length, gateway): the address on
+              neighbours: Optional[Dict[str, List[Tuple[str, str]]]] = None,
+              created_as: Optional[Dict[str, str]] = None) -> None:
+    """For each (namespace path, interface, address, prefix length, gateway): the interface
+    renamed from its ``created_as`` name (where the path has one), the address on
     the interface, the interface and lo up, a default route through the gateway; then for
     each namespace path of ``neighbours`` its (address, MAC) pairs as permanent ARP entries
     on that interface (the namespace may be one configured before). Runs in a thread of its
     own, which goes back to this process's namespace when done."""
-    neighbours = neighbours or {}
+    neighbours, created_as = neighbours or {}, created_as or {}
     ifname_of = {path: ifname for path, ifname, *_ in jobs}
     default_if = jobs[0][1] if jobs else "eth0"
     failure: List[BaseException] = []
@@ -110,7 +117,11 @@ def configure(jobs: List[Tuple[str, str, str, int, str]],
                 _setns(libc, path)
                 route = _Route()
                 try:
-                    index = socket.if_nametoindex(ifname)
+                    if path in created_as:
+                        index = socket.if_nametoindex(created_as[path])
+                        route.rename(index, ifname)
+                    else:
+                        index = socket.if_nametoindex(ifname)
                     route.add_address(index, addr, prefixlen)
                     route.link_up(index)
                     route.link_up(LOOPBACK_INDEX)

@@ -180,6 +180,12 @@ def static_neighbours(net: Network, key: str) -> List[Tuple[str, str]]:
     return [host, (ctl, mac_of(ctl))]
 
 
+def creation_name(tag: str, index: int) -> str:
+    """The name a namespace's macvlan is made under on this host, before it is renamed
+    NODE_IF in its namespace: unique per cluster (its tag) and per device of one `create`."""
+    return f"scn{tag}{index:x}"[:15]
+
+
 def _link_exists(name: str) -> bool:
     return os.path.exists(f"/sys/class/net/{name}")
 
@@ -306,9 +312,14 @@ def create(net: Network, keys: Optional[List[str]] = None) -> str:
                   "type macvlan mode bridge",
                   f"addr add {net.host_addr}/{net.prefixlen} dev {net.host_if}", f"link set {net.host_if} up",
                   f"neigh replace {ctl} lladdr {mac_of(ctl)} dev {net.host_if} nud permanent"]
+    # Each namespace's macvlan is made under a name of its own on this host and renamed eth0
+    # in its namespace: Debian 12's kernel (6.1) refuses a new device named as one of the
+    # host's ("File exists" where the host's NIC is eth0) even when it is made right into
+    # another namespace.
+    created_as = {k: creation_name(net.tag, i) for i, k in enumerate(keys)}
     for k in keys:
         lines += [f"netns add {netns_name(net.tag, k)}",
-                  f"link add link {net.parent} name {NODE_IF} netns {netns_name(net.tag, k)} "
+                  f"link add link {net.parent} name {created_as[k]} netns {netns_name(net.tag, k)} "
                   f"address {mac_of(net.addrs[k])} type macvlan mode bridge"]
     # The controller learns the new nodes too (all of them when it is new itself).
     neighbours = {k: static_neighbours(net, k) for k in keys}
@@ -320,10 +331,14 @@ def create(net: Network, keys: Optional[List[str]] = None) -> str:
         from provisioner.providers.local import netlink  # lazy: ctypes, only when namespaces are made
         netlink.configure([(netns_path(net.tag, k), NODE_IF, net.addrs[k], net.prefixlen, net.host_addr)
                            for k in keys],
-                          {netns_path(net.tag, k): pairs for k, pairs in neighbours.items()})
+                          {netns_path(net.tag, k): pairs for k, pairs in neighbours.items()},
+                          {netns_path(net.tag, k): created_as[k] for k in keys})
     except OSError:
         # The same with `ip`, one process per namespace (idempotent: "replace" where the
-        # netlink round got part of the way).
+        # netlink round got part of the way; a rename already done fails, and is ignored).
+        for k in keys:
+            subprocess.run([_ip(), "-n", netns_name(net.tag, k), "link", "set", created_as[k], "name", NODE_IF],
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         procs = [_run_batch([_ip(), "-n", netns_name(net.tag, k)],
                             ([f"addr replace {net.addrs[k]}/{net.prefixlen} dev {NODE_IF}", f"link set {NODE_IF} up",
                               "link set lo up", f"route replace default via {net.host_addr}"] if k in keys else [])
