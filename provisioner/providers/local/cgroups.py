@@ -215,8 +215,6 @@ def fstab_lines(mounts_file: str = "/proc/self/mounts") -> List[str]:
     (in a node's cgroup namespace the mount's root is the node's cgroup, cgroup_namespaces(7)).
     Not over the host's own mounts: the kernel refuses a second mount of a hierarchy on the
     root of a mount of it (EBUSY); X-mount.mkdir makes the mount points in the tmpfs."""
-    if is_v2():
-        return fstab_lines_v2()
     lines = [f"{MOUNT_SOURCE} {ROOT} tmpfs rw,nosuid,nodev,noexec,mode=755 0 0"]
     lines += [f"{MOUNT_SOURCE} {point} cgroup {opts},X-mount.mkdir 0 0"
               for point, opts in sorted(_mounts(mounts_file).items())
@@ -227,8 +225,6 @@ def fstab_lines(mounts_file: str = "/proc/self/mounts") -> List[str]:
 def procs_files(tag: str) -> List[str]:
     """The node's cgroup.procs files in every hierarchy of CONTROLLERS (NODE_TOKEN for the
     node's name): what join_script writes to, for simcluster-node-start's --cgroup-procs."""
-    if is_v2():
-        return procs_files_v2(tag)
     return [f"{ROOT}/{c}/{BASE}/{tag}/{NODE_TOKEN}/cgroup.procs" for c in CONTROLLERS]
 
 
@@ -237,8 +233,6 @@ def join_script(tag: str) -> str:
     node's cgroups ("$0" is the node's name), then execs the rest of the argv, which makes
     the cgroup namespace: it is rooted where the process is when it is made (on cgroup v2
     the namespace exists already: join_script_v2)."""
-    if is_v2():
-        return join_script_v2(tag)
     dirs = " ".join(f"{ROOT}/{c}/{BASE}/{tag}" for c in CONTROLLERS)
     return f'for d in {dirs}; do echo $$ > "$d/$0/cgroup.procs" || exit 1; done; exec "$@"'
 

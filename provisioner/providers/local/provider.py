@@ -241,8 +241,9 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
             # traffic off this host): lookups must fail at once, not after time-outs.
             extra_files[names.RESOLV_FILE] = names.node_resolv_conf()
             mounts.append((str(layout.etc / names.RESOLV_FILE), names.RESOLV_CONF))
+        v2 = use_cgroups and cgroups.is_v2()
         if use_cgroups:
-            mounts_cg = cgroups.fstab_lines()
+            mounts_cg = cgroups.fstab_lines_v2() if v2 else cgroups.fstab_lines()
         ompi_params = names.openmpi_params(net.subnet if net else "lo") if init else None
         if ompi_params:
             extra_files[OPENMPI_PARAMS_FILE] = ompi_params
@@ -257,9 +258,11 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
             prefix = names.namespace_prefix(
                 fstab, os.getuid(), os.getgid(), init, str(layout.spool),
                 netns=network.netns_path(net.tag, NODE_TOKEN) if net else None,
-                cgroup_join=cgroups.join_script(_tag(state)) if use_cgroups else None,
-                cgroup_procs=cgroups.procs_files(_tag(state)) if use_cgroups else (), starter=names.node_starter(),
-                cgroup_ns=cgroups.cgroup_ns_path(_tag(state), NODE_TOKEN) if use_cgroups and cgroups.is_v2() else None)
+                cgroup_join=((cgroups.join_script_v2 if v2 else cgroups.join_script)(_tag(state))
+                             if use_cgroups else None),
+                cgroup_procs=((cgroups.procs_files_v2 if v2 else cgroups.procs_files)(_tag(state))
+                              if use_cgroups else ()), starter=names.node_starter(),
+                cgroup_ns=cgroups.cgroup_ns_path(_tag(state), NODE_TOKEN) if v2 else None)
         ctl_addr = net.addrs[network.CONTROLLER_KEY] if net else "127.0.0.1"
         ctl_prefix = (find_binary("nsenter") or "nsenter", f"--net={network.netns_path(net.tag, network.CONTROLLER_KEY)}") \
             if net else ()
@@ -310,7 +313,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
                 "not resolve in jobs and nothing is routed off this host" if net else ""),
             node_cgroups=notes.get("cgroups") or (
                 f"enforced: proctrack/cgroup and task/cgroup in each node's own cgroup tree "
-                f"(cgroup v{2 if cgroups.is_v2() else 1}: --mem, GPU devices"
+                f"(cgroup v{2 if v2 else 1}: --mem, GPU devices"
                 + (", cores)" if shape_is_real(spec, host_cpus) else "; cores not pinned: the nodes claim more CPUs than this host has)")
                 if use_cgroups else ""),
             client_env={"SLURM_CONF": str(layout.slurm_conf), "SIMCLUSTER_CLUSTER": state.name},

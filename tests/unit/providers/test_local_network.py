@@ -136,3 +136,12 @@ def test_each_node_with_gpus_gets_its_own_gres_conf_over_the_clusters():
     assert files["node-mounts.d/node2.fstab"] == (
         "# shared\nA B none bind 0 0\n/st/c\\040x/etc/gres.d/node2.conf /st/c\\040x/etc/gres.conf none bind 0 0\n")
     assert sorted(files) == ["gres.d/node2.conf", "node-mounts.d/node2.fstab"]
+
+
+def test_namespace_devices_are_made_under_names_of_their_own():
+    """Made under a unique name and renamed eth0 in the namespace: Debian 12's kernel refuses
+    a new device named as one of the host's (its NIC is often eth0)."""
+    names_ = [network.creation_name("abc123", i) for i in range(300)]
+    assert len(set(names_)) == 300 and all(len(n) <= 15 for n in names_)
+    assert network.NODE_IF not in names_
+    assert network.creation_name("abc123", 0) != network.creation_name("def456", 0)
