@@ -18,6 +18,11 @@ from provisioner.verify.jobs import JobError
 from provisioner.verify.outcome import CheckFailed, CheckSkipped, Outcome
 
 MEM = "32M"  # tiny: verify's jobs must fit beside whatever else runs
+# The MPI job's --mem per node, where the nodes have it: two python + mpi4py + Open MPI
+# tasks fit in 32 MB on cgroup v1, which counts their pages, but not on cgroup v2, whose
+# memory.max also counts the kernel's memory for them (page tables, slab, socket buffers):
+# in a Debian 12 VM with cgroup v2 every task there was OOM-killed.
+MPI_MEM_MB = 256
 
 
 def parse_kv(line: str) -> Dict[str, str]:
@@ -258,8 +263,9 @@ def check_mpi(ctx: VerifyContext) -> Outcome:
     part, members = chosen
     nodes = members[:2]
     per_node = 2 if min(ctx.spec.node(n).cpus for n in nodes) >= 2 else 1
+    mem = f"{max(32, min([MPI_MEM_MB] + [ctx.spec.node(n).memory for n in nodes]))}M"
     script = render_template("basic_mpi.sbatch", {
-        "NODES": 2, "TASKS_PER_NODE": per_node, "TIME": ctx.time_minutes(ctx.limit(90)), "MEM": MEM,
+        "NODES": 2, "TASKS_PER_NODE": per_node, "TIME": ctx.time_minutes(ctx.limit(90)), "MEM": mem,
         "PARTITION_LINE": partition_line(part)})
     job = ctx.submit(check, script, [f"--nodelist={','.join(nodes)}"], name="mpi.sh")
     hint = ("the nodes need libpmix-dev, openmpi-bin and python3-mpi4py (make setup; "
