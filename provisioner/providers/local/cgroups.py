@@ -410,6 +410,11 @@ def _forget_namespaces(files: List[str]) -> None:
             os.unlink(f)
         except OSError:
             pass
+    for d in (CGNS_DIR, CGNS_DIR.parent):  # the last cluster's down leaves nothing of simcluster
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass  # another cluster's namespaces are still in it
 
 
 def remove_v2(tag: str) -> List[str]:
