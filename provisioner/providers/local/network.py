@@ -10,15 +10,17 @@ is reachable from the machine's other networks.
 How: a dummy device ("scb<tag>") is the parent of macvlan devices in bridge mode: one in
 each namespace (named eth0 there, as on a host) and one on this host ("sch<tag>", with
 the subnet's first address), so the host's Slurm commands reach the cluster. macvlan
-rather than veth pairs on a bridge because bridged traffic passes the
-host's iptables FORWARD chain where br_netfilter is loaded, and docker sets that chain's
-policy to DROP: traffic between macvlans of one parent never enters it. A dummy rather
-than a bridge as the parent: a bridge without ports has no carrier on some kernels
-(Debian 12's 6.1: "NO-CARRIER"), and every macvlan on a parent without carrier is
-LOWERLAYERDOWN, so nothing reaches the namespaces; a dummy device always has carrier.
+rather than veth pairs on a bridge because bridged traffic passes the host's iptables
+FORWARD chain where br_netfilter is loaded, and docker sets that chain's policy to DROP:
+traffic between macvlans of one parent never enters it. A dummy rather than a bridge as
+the parent: a bridge without ports has no carrier on some kernels (Debian 12's 6.1:
+"NO-CARRIER"), and every macvlan on a parent without carrier is LOWERLAYERDOWN, so nothing
+reaches the namespaces; a dummy device always has carrier. On a kernel without dummy
+devices (seen: a 6.18 build) the parent is a bridge, whose carrier that kernel keeps.
 Clusters made when the parent was a bridge keep theirs (found and deleted by name). The
 namespaces are named (/run/netns/simcluster-<tag>-<key>, `ip netns` lists them), so they
-outlive their processes: `stop`/`start` and repair keep each node's address; `down` deletes them.
+outlive their processes: `stop`/`start` and repair keep each node's address; `down`
+deletes them.
 
 Addresses come from 198.18.0.0/15, the block set aside for network benchmarking (RFC 2544)
 that no LAN should use, a subnet per cluster that no route of this host overlaps.
@@ -180,6 +182,16 @@ def static_neighbours(net: Network, key: str) -> List[Tuple[str, str]]:
     return [host, (ctl, mac_of(ctl))]
 
 
+def _parent_lines(name: str) -> List[str]:
+    """The `ip -batch` lines that make the parent device ``name`` and bring it up. A dummy
+    where this kernel makes them (made here, at once, to find out); else a bridge without
+    ports, which keeps its carrier on the kernels seen without the dummy module (Debian
+    12's 6.1, which drops it, has the module)."""
+    made = subprocess.run([_ip(), "link", "add", name, "type", "dummy"], stdout=subprocess.DEVNULL,
+                          stderr=subprocess.DEVNULL).returncode == 0
+    return [f"link set {name} up"] if made else [f"link add {name} type bridge", f"link set {name} up"]
+
+
 def creation_name(tag: str, index: int) -> str:
     """The name a namespace's macvlan is made under on this host, before it is renamed
     NODE_IF in its namespace: unique per cluster (its tag) and per device of one `create`."""
@@ -208,7 +220,7 @@ def _check(proc: subprocess.Popen) -> None:
     out = proc.stdout.read()
     if proc.wait() != 0:
         raise StartupError(f"making the cluster's network failed ({proc.what}): {out.strip()[-300:]}",  # type: ignore
-                           "the nodes need root, iproute2 and the kernel's dummy and macvlan devices",
+                           "the nodes need root, iproute2 and the kernel's dummy (or bridge) and macvlan devices",
                            doc="docs/troubleshooting.md#network-namespaces")
 
 
@@ -305,7 +317,7 @@ def create(net: Network, keys: Optional[List[str]] = None) -> str:
     keys = missing(net) if keys is None else keys
     lines = []
     if not _link_exists(net.parent):
-        lines += [f"link add {net.parent} type dummy", f"link set {net.parent} up"]
+        lines += _parent_lines(net.parent)
     if not _link_exists(net.host_if):
         ctl = net.addrs[CONTROLLER_KEY]
         lines += [f"link add link {net.parent} name {net.host_if} address {mac_of(net.host_addr)} "
