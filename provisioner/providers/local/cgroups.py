@@ -82,11 +82,15 @@ def prepare_v2_without_systemd(root: Path = ROOT) -> str:
     return "; ".join(problems)
 
 
-def unavailable_reason() -> str:
-    """Why node cgroups cannot be used here ("" when they can)."""
+def unavailable_reason(slurm_version: Optional[str] = None) -> str:
+    """Why node cgroups cannot be used here ("" when they can); ``slurm_version``: the
+    host's Slurm (cgroup v2: v2_slurm_checked)."""
     if os.geteuid() != 0:
         return "rootless: no cgroup can be made without root, so --mem, devices and cores are not enforced"
     if is_v2():
+        if not v2_slurm_checked(slurm_version):
+            return (f"cgroup v2 limits are enforced with Slurm 22.05 so far (this host has {slurm_version or 'none'}): "
+                    "--mem, devices and cores are not enforced")
         return _v2_unavailable_reason()
     have = _mounts()
     lacking = [c for c in CONTROLLERS if f"{ROOT}/{c}" not in have]
@@ -286,6 +290,20 @@ def _controllers(path: Path) -> List[str]:
         return []
 
 
+def _release(version: Optional[str]) -> Optional[tuple]:
+    m = re.search(r"(\d+)\.(\d+)", version or "")
+    return (int(m.group(1)), int(m.group(2))) if m else None
+
+
+def v2_slurm_checked(slurm_version: Optional[str]) -> bool:
+    """Slurm releases whose cgroup/v2 plugin runs in a node's cgroup namespace as made here:
+    22.05 (checked in a Debian 12 VM). 24.11 refuses it at start: it compares the cgroup2
+    mount in /proc/1/mountinfo, where the host's, covered, is listed too, with /proc/1/cgroup
+    ("The cgroup mountpoint does not align with the current namespace")."""
+    release = _release(slurm_version)
+    return release is not None and release < (23, 0)
+
+
 def _v2_unavailable_reason() -> str:
     lacking = [c for c in V2_NEEDED if c not in _controllers(ROOT)]
     if lacking:
@@ -468,9 +486,9 @@ def slurm_plugin(nodes_use_cgroups: bool, slurm_version: Optional[str], root: Pa
     host autodetect picks cgroup/v2, whose init makes the slurmstepd scope (a cgroup, or a
     systemd unit through D-Bus) and stops slurmd where it cannot: a rootless node cannot.
     Where the nodes use no cgroups (proctrack/linuxproc, no task/cgroup) the plugin is then
-    one that touches nothing: "disabled" from Slurm 24.05 on, before that cgroup/v1, whose
-    init only sets up lists (a cgroup v1 plugin is used only by cgroup plugins)."""
-    if nodes_use_cgroups or not is_v2(root):
-        return "autodetect"
-    m = re.search(r"(\d+)\.(\d+)", slurm_version or "")
-    return "disabled" if m and (int(m.group(1)), int(m.group(2))) >= (24, 5) else "cgroup/v1"
+    one that touches nothing: cgroup/v1, whose init only sets up lists (it is used only by
+    cgroup plugins). Checked with 22.05; other releases keep autodetect, as before (24.05
+    and later also have "disabled", not tried here yet)."""
+    if nodes_use_cgroups or not is_v2(root) or not v2_slurm_checked(slurm_version):
+        return "autodetect"  # on other releases as before (unchecked there)
+    return "cgroup/v1"

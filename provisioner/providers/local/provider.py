@@ -131,7 +131,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
         # nothing is enforced, and status says so.
         in_namespace = resolver == names.NAMESPACE
         net_note = network.unavailable_reason() if in_namespace else names.SHARED_NETWORK_NOTE
-        cg_note = cgroups.unavailable_reason() if in_namespace else names.NO_CGROUPS_NOTE
+        cg_note = cgroups.unavailable_reason(host_slurm_version()) if in_namespace else names.NO_CGROUPS_NOTE
         state.provider_data["cgroups"] = not cg_note
         if cgroups.is_v2() and not cg_note:
             # Each node's slurmd makes its slurmstepd scope in its own cgroup namespace
