@@ -486,9 +486,10 @@ def slurm_plugin(nodes_use_cgroups: bool, slurm_version: Optional[str], root: Pa
     host autodetect picks cgroup/v2, whose init makes the slurmstepd scope (a cgroup, or a
     systemd unit through D-Bus) and stops slurmd where it cannot: a rootless node cannot.
     Where the nodes use no cgroups (proctrack/linuxproc, no task/cgroup) the plugin is then
-    one that touches nothing: cgroup/v1, whose init only sets up lists (it is used only by
-    cgroup plugins). Checked with 22.05; other releases keep autodetect, as before (24.05
-    and later also have "disabled", not tried here yet)."""
-    if nodes_use_cgroups or not is_v2(root) or not v2_slurm_checked(slurm_version):
-        return "autodetect"  # on other releases as before (unchecked there)
-    return "cgroup/v1"
+    one that touches nothing: "disabled" from Slurm 24.05 on (24.11's slurmd otherwise stops
+    at "cannot setup the scope for cgroup"), before that cgroup/v1, whose init only sets up
+    lists (it is used only by cgroup plugins)."""
+    if nodes_use_cgroups or not is_v2(root):
+        return "autodetect"
+    release = _release(slurm_version)
+    return "disabled" if release and release >= (24, 5) else "cgroup/v1"

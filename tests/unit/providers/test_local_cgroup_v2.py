@@ -99,9 +99,8 @@ def test_slurm_plugin_keeps_v2_where_nodes_use_cgroups(tmp_path):
     assert cgroups.slurm_plugin(False, "22.05.8", v1_host) == "autodetect"
     # Rootless on cgroup v2: slurmd must not load cgroup/v2, which would make cgroups.
     assert cgroups.slurm_plugin(False, "22.05.8", v2_host) == "cgroup/v1"
-    # Releases not checked yet keep autodetect, as before.
-    assert cgroups.slurm_plugin(False, "24.11.5", v2_host) == "autodetect"
-    assert cgroups.slurm_plugin(False, None, v2_host) == "autodetect"
+    assert cgroups.slurm_plugin(False, "24.11.5", v2_host) == "disabled"
+    assert cgroups.slurm_plugin(False, None, v2_host) == "cgroup/v1"
     assert cgroups.v2_slurm_checked("slurm-wlm 22.05.8") and not cgroups.v2_slurm_checked("slurm 24.11.5")
 
 
