@@ -5,7 +5,8 @@ every backend that can do it; each is recorded in the state (``faults``: what, n
 since) and shown by `status`, and each is reversible: `fault resume`, `fault heal`, or a
 repairing `up`/`start` (dead daemons restart in place, from their saved state).
 
-  kill NODE         SIGKILL the node's slurmd, its slurmstepd and job tasks (a crashed host)
+  kill NODE         SIGKILL the node's slurmd, its slurmstepd and job tasks (a crashed host;
+                    local: cut off its network first, its machine down until the heal)
   pause NODE        SIGSTOP them (docker: pause the node's container); resume NODE undoes it
   kill-controller   SIGKILL slurmctld
   stop-accounting   SIGKILL slurmdbd (jobs keep running; slurmctld queues the records)
