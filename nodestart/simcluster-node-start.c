@@ -25,6 +25,11 @@
  *                         [--fstab FILE] [--hostname NAME] [--tmpfs DIR] -- INIT [ARG...]
  *   simcluster-node-start [the same options] --init -- DAEMON [ARG...]
  *
+ * --fresh-boottime: the node also gets a time namespace of its own (Linux >= 5.6) whose
+ * CLOCK_BOOTTIME starts at 0, as a host's does when it boots: sysinfo()'s uptime (which
+ * slurmd reports, and from which slurmctld knows when a node rebooted) and /proc/uptime
+ * count from this start. The chain does the same with `unshare --time --boottime`.
+ *
  * The fstab holds what provisioner/providers/local/names.py node_fstab writes: bind mounts
  * ("SRC DST none bind 0 0") and filesystems with flags and data ("simcluster-cgroup
  * /sys/fs/cgroup/memory cgroup rw,memory,X-mount.mkdir 0 0"); an option it does not know
@@ -44,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/stat.h>
@@ -53,6 +59,9 @@
 
 #define PROG "simcluster-node-start"
 #define MAX_CGROUPS 32
+#ifndef CLONE_NEWTIME
+#define CLONE_NEWTIME 0x00000080
+#endif
 
 static void die(const char *what, const char *arg)
 {
@@ -63,7 +72,7 @@ static void die(const char *what, const char *arg)
 static void usage(const char *why)
 {
 	fprintf(stderr, PROG ": %s\nusage: " PROG " [--net NETNS_FILE] [--cgroup-procs FILE]... "
-		"[--cgroupns NS_FILE] [--fstab FILE] [--hostname NAME] [--tmpfs DIR] [--init] -- INIT|DAEMON [ARG...]\n", why);
+		"[--cgroupns NS_FILE] [--fstab FILE] [--hostname NAME] [--tmpfs DIR] [--fresh-boottime] [--init] -- INIT|DAEMON [ARG...]\n", why);
 	exit(2);
 }
 
@@ -178,6 +187,23 @@ static void write_pid(const char *file)
 	close(fd);
 }
 
+/* Set the boot-time offset of the time namespace that unshare(CLONE_NEWTIME) made for this
+ * process's children (before any process is in it, as the kernel requires): minus the whole
+ * seconds this host has been up, so the node's uptime starts near 0 (never below: the kernel
+ * refuses an offset that would make the clock negative). */
+static void fresh_boottime(void)
+{
+	struct timespec now;
+	char buf[64];
+	if (clock_gettime(CLOCK_BOOTTIME, &now))
+		die("clock_gettime", "CLOCK_BOOTTIME");
+	int len = snprintf(buf, sizeof buf, "boottime %lld 0\n", -(long long)now.tv_sec);
+	int fd = open("/proc/self/timens_offsets", O_WRONLY | O_CLOEXEC);
+	if (fd < 0 || write(fd, buf, (size_t)len) != len)
+		die("setting the boot time offset", "/proc/self/timens_offsets");
+	close(fd);
+}
+
 static pid_t child;
 
 static void forward(int sig)
@@ -230,7 +256,7 @@ int main(int argc, char **argv)
 {
 	const char *net = NULL, *fstab = NULL, *hostname = NULL, *tmpfs = NULL, *cgroupns = NULL;
 	const char *cgroups[MAX_CGROUPS];
-	int ncgroups = 0, self_init = 0, i;
+	int ncgroups = 0, self_init = 0, new_boottime = 0, i;
 
 	for (i = 1; i < argc; i++) {
 		const char *a = argv[i];
@@ -238,6 +264,10 @@ int main(int argc, char **argv)
 			break;
 		if (!strcmp(a, "--init")) {
 			self_init = 1;
+			continue;
+		}
+		if (!strcmp(a, "--fresh-boottime")) {
+			new_boottime = 1;
 			continue;
 		}
 		if (i + 1 >= argc)
@@ -278,8 +308,11 @@ int main(int argc, char **argv)
 			die("joining cgroup namespace", cgroupns);
 		close(fd);
 	}
-	if (unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWPID | (ncgroups && !cgroupns ? CLONE_NEWCGROUP : 0)))
+	if (unshare(CLONE_NEWNS | CLONE_NEWUTS | CLONE_NEWPID | (ncgroups && !cgroupns ? CLONE_NEWCGROUP : 0) |
+		    (new_boottime ? CLONE_NEWTIME : 0)))
 		die("unshare", NULL);
+	if (new_boottime)
+		fresh_boottime();
 	if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL))
 		die("making mounts private", NULL);
 

@@ -61,7 +61,8 @@ def _node_command(verb, doc):
     return run
 
 
-_node_command("kill", "SIGKILL a node's slurmd, slurmstepd and job tasks (like a crashed host).")
+_node_command("kill", "SIGKILL a node's slurmd, slurmstepd and job tasks (like a crashed host; local: off its "
+                      "network first, and heal brings it back rebooted).")
 _node_command("pause", "Freeze a node: SIGSTOP its slurmd and job steps (docker: pause its container).")
 _node_command("resume", "Undo 'fault pause NODE'.")
 

@@ -61,6 +61,8 @@ def command(ctx, name, as_json, **where):
             click.echo(f"  network of the nodes: {st['node_network']}")
         if st.get("node_cgroups"):
             click.echo(f"  limits (cgroups): {st['node_cgroups']}")
+        if st.get("node_boot_time"):
+            click.echo(f"  boot time of the nodes: {st['node_boot_time']}")
         if st.get("containers"):
             click.echo(f"  container options: {st['containers']}")
         gpu_hdr = "GPUS(fake)" if st["fake_gpus"] else "GPUS"

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List
+from typing import TYPE_CHECKING, Any, Callable, Dict, List
 
 from provisioner.cluster.state import ClusterState
 from provisioner.errors import UsageError
@@ -51,6 +51,23 @@ class NodeProcesses(ABC):
     def node_pids(self, state: ClusterState, node: str) -> List[int]:
         """The processes of virtual node ``node`` as its runner numbers them: its slurmd, its
         slurmstepd and their job tasks (what dies with a crashed host)."""
+
+
+class Crashable(ABC):
+    """A node's machine can go down as a crashed host does: off its network first, so that the
+    connections others hold to it are neither closed nor reset (a killed process's sockets
+    would say FIN: srun takes that for a step that closed its output), then its processes
+    killed and the machine gone (Machines.machines_running says so); the repair path starts
+    it again (Machines.start_machines) with a fresh network stack, which answers the old
+    connections with a reset, as a rebooted host does.
+    Without it: `fault kill` kills the node's processes (NodeProcesses), whose connections
+    then close cleanly."""
+
+    @abstractmethod
+    def crash_machine(self, state: ClusterState, node: str, kill: Callable[[], None]) -> bool:
+        """Cut node ``node`` off its network, call ``kill`` (which SIGKILLs its processes),
+        then take its machine down. False (``kill`` called all the same) where the node has
+        no machine of its own to crash."""
 
 
 class Pausable(ABC):
@@ -131,7 +148,7 @@ class ReadOnly(ABC):
         """{file name: contents} of the cluster's config directory, read where it is."""
 
 
-CAPABILITIES = (Machines, Stoppable, NodeProcesses, Pausable, Orphans, ExtraLogs, ReadOnly, BootsDaemons)
+CAPABILITIES = (Machines, Stoppable, NodeProcesses, Crashable, Pausable, Orphans, ExtraLogs, ReadOnly, BootsDaemons)
 
 
 def machines_running(provider: object, state: ClusterState) -> Dict[str, bool]:

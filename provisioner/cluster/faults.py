@@ -5,7 +5,8 @@ every backend that can do it; each is recorded in the state (``faults``: what, n
 since) and shown by `status`, and each is reversible: `fault resume`, `fault heal`, or a
 repairing `up`/`start` (dead daemons restart in place, from their saved state).
 
-  kill NODE         SIGKILL the node's slurmd, its slurmstepd and job tasks (a crashed host)
+  kill NODE         SIGKILL the node's slurmd, its slurmstepd and job tasks (a crashed host;
+                    local: cut off its network first, its machine down until the heal)
   pause NODE        SIGSTOP them (docker: pause the node's container); resume NODE undoes it
   kill-controller   SIGKILL slurmctld
   stop-accounting   SIGKILL slurmdbd (jobs keep running; slurmctld queues the records)
@@ -34,7 +35,7 @@ import time
 from typing import Callable, Dict, List, Optional
 
 from provisioner.cluster import jobfaults
-from provisioner.cluster.capabilities import Pausable, node_pids
+from provisioner.cluster.capabilities import Crashable, Pausable, node_pids
 from provisioner.cluster.handle import Cluster
 from provisioner.cluster.repair import HOLD_REASON, repair, unpause
 from provisioner.cluster.wait import nodes_ready
@@ -63,11 +64,18 @@ def check_can_inject(c: Cluster, node: Optional[str] = None) -> None:
 
 
 def kill_node(c: Cluster, node: str) -> str:
+    """A crashed host: its processes SIGKILLed and, where the node has a machine of its own to
+    crash (Crashable), off its network first, so that nobody hears its connections close;
+    the repair (heal) brings it back as a rebooted host (docs/faults.md)."""
     check_can_inject(c, node)
     pids = node_pids(c.provider, c.state, node)
-    c.runner(node).kill(pids, signal.SIGKILL)
-    _record(c, "kill", node)
-    return f"killed node {node}: slurmd and {max(0, len(pids) - 1)} job processes (SIGKILL)"
+    kill = lambda: c.runner(node).kill(pids, signal.SIGKILL)  # noqa: E731
+    crashed = isinstance(c.provider, Crashable) and c.provider.crash_machine(c.state, node, kill)
+    if not isinstance(c.provider, Crashable):
+        kill()
+    _record(c, "kill", node, **({"machine": True} if crashed else {}))
+    return (f"killed node {node}: slurmd and {max(0, len(pids) - 1)} job processes (SIGKILL)"
+            + ("; cut off the network first and its machine is down, as a crashed host" if crashed else ""))
 
 
 def pause_node(c: Cluster, node: str) -> str:

@@ -76,6 +76,9 @@ class Placement:
     # (or why none). Empty: not said (older states, deployed clusters).
     node_network: str = ""
     node_cgroups: str = ""
+    # The nodes' boot time (what slurmd reports as uptime): their own, from each start of the
+    # node (a time namespace each), or this host's and why. Empty: not said.
+    node_boot_time: str = ""
     # What of a production host the nodes lack here, one line each (the network or limits
     # notes above that say why not): `up` prints them, so it is never a silent difference.
     shortfalls: List[str] = field(default_factory=list)

@@ -18,7 +18,7 @@ from typing import Callable, Dict, List, Optional, Tuple
 from provisioner.cluster.capabilities import machines_running
 from provisioner.cluster import accounting, daemons, rest, steps
 from provisioner.cluster.handle import Cluster
-from provisioner.cluster.slurm import NodeState
+from provisioner.cluster.slurm import NodeState, parse_oneliner
 from provisioner.cluster.steps import UpRun
 from provisioner.cluster.wait import WaitTimeout, nodes_ready, poll_until
 from provisioner.render import TIMEOUTS
@@ -168,6 +168,57 @@ def release_after_retried_rpcs(cluster: Cluster, held: List[str], timeout: float
         cluster.client.run(["scontrol", "update", f"nodename={n}", "state=resume"], timeout=20)
 
 
+# A node that `fault kill` crashed (Crashable) starts again as a rebooted host: a boot clock
+# of its own from that start (a time namespace, providers/local/names.py). slurmctld takes a
+# node whose boot time is later than its last answer for rebooted (validate_node_specs);
+# with ReturnToService 0 or 1 it sets it DOWN "Node unexpectedly rebooted" and ends or
+# requeues its jobs, as with a production host (with 2 it only returns it to service; srun
+# learns of the lost step from the reset of its connection). Both times are whole seconds,
+# and the boot time may read up to a second early: the machine starts at least
+# CRASH_DOWN_S after the crash, so that its boot is always later than its last answer.
+CRASH_DOWN_S = 2.0
+REBOOTED_REASON = "Node unexpectedly rebooted"
+
+
+def _crashed_at(cluster: Cluster) -> Dict[str, float]:
+    """{node: when it crashed} of the nodes `fault kill` took down with their machine."""
+    return {f["node"]: float(f.get("since") or 0) for f in cluster.state.faults
+            if f.get("what") == "kill" and f.get("machine")}
+
+
+def _slurmd_start_times(cluster: Cluster, nodes: List[str]) -> Dict[str, str]:
+    """{node: SlurmdStartTime} as slurmctld last heard it (its slurmd's registration)."""
+    res = cluster.client.run(["scontrol", "show", "node", "-o", ",".join(nodes)], timeout=20)
+    return {r.get("NodeName", ""): r.get("SlurmdStartTime", "") for r in parse_oneliner(res.stdout if res.ok else "")}
+
+
+def wait_registered(cluster: Cluster, nodes: List[str], before: Dict[str, str], timeout: float) -> None:
+    """Wait until slurmctld has the registration of the slurmd just started on each of
+    ``nodes`` (its SlurmdStartTime is no longer ``before``'s, _slurmd_start_times read before
+    the start): only then has it judged whether the node rebooted."""
+    def registered() -> Tuple[bool, None]:
+        now = _slurmd_start_times(cluster, nodes)
+        return all(now.get(n) and now.get(n) != before.get(n) for n in nodes), None
+    try:
+        poll_until(registered, min(timeout, 60.0), first_delay=0.2, max_delay=0.5)
+    except WaitTimeout:
+        pass  # the wait for the nodes to answer says what is wrong
+
+
+def wait_answering(cluster: Cluster, timeout: float) -> None:
+    """Until every node answers slurmctld; a node slurmctld set DOWN for its reboot
+    (REBOOTED_REASON, ReturnToService 0 or 1: its jobs are ended or requeued by then) is
+    resumed, as heal resumes the nodes Slurm drained after a fault: the repair is what
+    rebooted it."""
+    states = nodes_ready(cluster, timeout, lambda s: s.responding or s.reason.startswith(REBOOTED_REASON),
+                         "responding")
+    rebooted = [n for n, s in states.items() if n in cluster.node_names and not s.responding]
+    for n in rebooted:
+        cluster.client.run(["scontrol", "update", f"nodename={n}", "state=resume"], timeout=20)
+    if rebooted:
+        nodes_ready(cluster, timeout, lambda s: s.responding, "responding")
+
+
 def repair(cluster: Cluster, progress: Callable[[str], None], timeout: float) -> List[str]:
     """Restart what is dead or hung; return what was restarted ([] when nothing was wrong).
     The caller holds the cluster's lock (cluster/lifecycle.py says why)."""
@@ -191,7 +242,11 @@ def repair(cluster: Cluster, progress: Callable[[str], None], timeout: float) ->
     if p.paused:
         step(f"resuming paused {', '.join(p.paused)}", lambda: [unpause(c, n) for n in p.paused])
         done += [f"{n} (resumed)" for n in p.paused]
+    crashed = {n: t for n, t in _crashed_at(c).items() if n in p.machines}
     if p.machines:
+        wait = max([t + CRASH_DOWN_S - time.time() for t in crashed.values()] + [0.0])
+        if wait > 0:
+            time.sleep(wait)  # see CRASH_DOWN_S
         step(f"starting {len(p.machines)} stopped machines", lambda: c.provider.start_machines(st, p.machines))
         done.append(f"{len(p.machines)} machines")
         if c.spec.fake_gpus and c.spec.all_gpus:
@@ -221,15 +276,19 @@ def repair(cluster: Cluster, progress: Callable[[str], None], timeout: float) ->
     held: List[str] = []
     if nodes and "slurmctld" not in dead:
         held = hold_for_retried_rpcs(c, nodes)
+    # Before the start: slurmctld still knows the old slurmd (its SlurmdStartTime).
+    known = _slurmd_start_times(c, sorted(crashed)) if crashed and "slurmctld" not in dead else {}
     if nodes:
         step(f"starting {len(nodes)} slurmd", lambda: steps.start_slurmds(up, nodes))
     if held:
         step(f"keeping {', '.join(held[:8])} out of service until slurmctld has delivered the messages it "
              f"retries to them (up to {RPC_RETRY_INTERVAL} s)", lambda: release_after_retried_rpcs(c, held, timeout))
+    if known:
+        step(f"waiting for slurmctld to register the rebooted {', '.join(sorted(crashed)[:8])}",
+             lambda: wait_registered(c, sorted(crashed), known, timeout))
     done += sorted(k for k in dead if not k.startswith("slurmd:"))
     done += [f"slurmd:{n}" + (" (not answering)" if n in p.hung else "") for n in nodes]
-    step(f"waiting for {len(c.node_names)} nodes to answer",
-         lambda: nodes_ready(c, timeout, lambda s: s.responding, "responding"))
+    step(f"waiting for {len(c.node_names)} nodes to answer", lambda: wait_answering(c, timeout))
     if c.spec.accounting and dead & {"slurmctld", "slurmdbd", "mariadbd"}:
         step("waiting for slurmctld to register with slurmdbd", lambda: accounting.wait_registered(c, timeout))
     # The daemons a fault killed run again; pauses are undone. Drains stay (fault heal undoes them).

@@ -70,6 +70,8 @@ class ClusterStatus:
     # cgroup limits enforced or why none; "" where not known.
     node_network: str = ""
     node_cgroups: str = ""
+    # The nodes' boot time (Placement.node_boot_time); "" where not known.
+    node_boot_time: str = ""
     # pyxis's container options (docs/containers.md): what to run, or why the cluster has none.
     containers: str = ""
     # Slurm's REST API (rest: true): slurmrestd alive, its URL, the API versions it serves.
@@ -131,7 +133,8 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
                             host=", ".join(cluster.runner(k.partition(":")[2] or CONTROLLER).where
                                            for k in munged_keys) or "?"),
         accounting=acct, rest=api, nodes=nodes, faults=[dict(f) for f in st.faults], node_etc_slurm=pl.node_etc_slurm,
-        node_network=pl.node_network, node_cgroups=pl.node_cgroups, containers=containers_line(pl.render),
+        node_network=pl.node_network, node_cgroups=pl.node_cgroups,
+        node_boot_time=pl.node_boot_time, containers=containers_line(pl.render),
         slurm_version=_slurm_version(client) if any(machines.values()) or (not managed and states is not None) else "",
         hints=[] if not managed else hints if phase != "stopped" else
         [f"stopped: 'simcluster start --name {st.name}' brings it back"])

@@ -20,8 +20,8 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Callable, List, Optional
 
-from provisioner.cluster.capabilities import (CAPABILITIES, BootsDaemons, ExtraLogs, Machines,  # noqa: F401
-                                              NodeProcesses, Orphans, Pausable, ReadOnly, Stoppable, daemons_alive,
+from provisioner.cluster.capabilities import (CAPABILITIES, BootsDaemons, Crashable, ExtraLogs,  # noqa: F401
+                                              Machines, NodeProcesses, Orphans, Pausable, ReadOnly, Stoppable, daemons_alive,
                                               machines_running)
 from provisioner.cluster.jobfiles import HostDirFiles, JobFiles
 from provisioner.cluster.placement import Placement

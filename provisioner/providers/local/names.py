@@ -294,10 +294,28 @@ def node_starter() -> Optional[str]:
     return str(NODE_STARTER) if os.access(NODE_STARTER, os.X_OK) else None
 
 
+# Time namespaces (Linux >= 5.6): each node start gets a boot clock of its own.
+TIME_NAMESPACE = "/proc/self/ns/time"
+# The chain's way to a fresh boot clock: unshare's --boottime offset is minus the seconds this
+# host has been up, read when the node starts (the argv is kept in the cluster's placement).
+_FRESH_BOOTTIME_SCRIPT = 'read up rest < /proc/uptime; exec "$0" --time --boottime="-${up%.*}" "$@"'
+
+
+def fresh_boottime_note(uid: int, init: Optional[str]) -> str:
+    """"" when each node start can get a boot clock of its own (a time namespace, see
+    namespace_prefix), else why not, one line: the nodes then keep this host's boot time, and
+    slurmctld does not see a node that `fault kill` and heal restarted as rebooted."""
+    why = ("the kernel has no time namespaces (Linux < 5.6)" if not os.path.exists(TIME_NAMESPACE) else
+           "rootless" if uid != 0 else "no PID namespace per node (tini)" if not init else "")
+    return (f"this host's ({why}): slurmctld does not see a node restarted by `fault heal` as rebooted"
+            if why else "")
+
+
 def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
                      spool: Optional[str] = None, netns: Optional[str] = None,
                      cgroup_join: Optional[str] = None, cgroup_procs: Sequence[str] = (),
-                     starter: Optional[str] = None, cgroup_ns: Optional[str] = None) -> List[str]:
+                     starter: Optional[str] = None, cgroup_ns: Optional[str] = None,
+                     fresh_boottime: bool = False) -> List[str]:
     """The argv prefix that starts a daemon in mount and UTS namespaces of its own with the
     bind mounts of ``fstab`` (node_fstab: the cluster's hosts file as /etc/hosts, its config
     directory as /etc/slurm, ...), and the host name the node's (the value after ``-N`` in the
@@ -346,6 +364,14 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
     starter is then also the node's pid 1 itself (its --init: tini's reaping and passing on
     of signals, one program fewer loaded per node); ``init`` only says that a PID namespace
     is wanted.
+
+    With ``fresh_boottime`` (as root with ``init``, where fresh_boottime_note says ""), each
+    start of the node also makes a time namespace whose CLOCK_BOOTTIME starts at 0: a node
+    that starts again after `fault kill` has booted then, as a crashed host that rebooted
+    has. sysinfo()'s uptime, which slurmd reports at registration and from which slurmctld
+    sets the node's BootTime, counts from that start (slurmctld: "Node X rebooted N secs
+    ago"; with ReturnToService 0 or 1, "Node unexpectedly rebooted"), and so do `uptime`
+    and /proc/uptime in jobs. CLOCK_MONOTONIC and the wall clock stay the host's.
     """
     if uid == 0 and init and starter:
         opts = ["--net", netns] if netns else []
@@ -356,6 +382,8 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
         opts += ["--fstab", fstab, "--hostname", NODE_TOKEN]
         if spool:
             opts += ["--tmpfs", f"{spool}/{NODE_TOKEN}"]
+        if fresh_boottime:
+            opts.append("--fresh-boottime")
         # --init: the starter is the node's pid 1 itself (tini's work, one exec fewer).
         return [starter, *opts, "--init", "--"]
     pid_ns = ["--pid", "--fork", "--kill-child", "--mount-proc"] if init else []
@@ -368,6 +396,8 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
             first += [sh, "-c", cgroup_join, NODE_TOKEN]
         if cgroup_ns:
             first += [find_binary("nsenter") or "nsenter", f"--cgroup={cgroup_ns}"]
+        if fresh_boottime and init:
+            first += [sh, "-c", _FRESH_BOOTTIME_SCRIPT]  # execs unshare with --time first
         return [*first, unshare, *(["--cgroup"] if cgroup_join and not cgroup_ns else []), "--mount", "--uts", *pid_ns,
                 "--propagation", "private", *argv]
     return [unshare, "--user", "--map-root-user", "--mount", "--uts", *pid_ns, "--propagation", "private",

@@ -403,6 +403,27 @@ def delete_nodes(net: Network, keys: List[str]) -> None:
                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
+def unplug(net: Network, key: str) -> bool:
+    """Delete ``key``'s interface in its namespace, as a crashed host falls silent: nothing it
+    sends leaves any more (no FIN or RST for the connections others hold to it), and the
+    namespace can be deleted and made again (create) without its macvlan's address in the
+    way (the old namespace may live on a while: orphaned TCP sockets hold it). False where
+    the namespace does not exist."""
+    if not os.path.exists(netns_path(net.tag, key)):
+        return False
+    res = subprocess.run([_ip(), "-n", netns_name(net.tag, key), "link", "del", NODE_IF], stdout=subprocess.PIPE,
+                         stderr=subprocess.STDOUT, text=True)
+    if res.returncode != 0 and _has_link(net, key):
+        raise StartupError(f"cutting {key} off the cluster's network failed: {res.stdout.strip()[-200:]}")
+    return True
+
+
+def _has_link(net: Network, key: str) -> bool:
+    res = subprocess.run([_ip(), "-n", netns_name(net.tag, key), "link", "show", NODE_IF],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    return res.returncode == 0
+
+
 def leftovers(tag: str) -> List[str]:
     """Namespaces and devices of ``tag`` that still exist (for tests and `down`'s check)."""
     return [f"netns {n}" for n in _namespaces(tag)] + [f"link {d}" for d in _devices(tag)]

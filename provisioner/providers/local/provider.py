@@ -18,7 +18,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Dict, List, Optional, Tuple
+from typing import Callable, Dict, List, Optional, Tuple
 
 from provisioner.cluster import accounting, containers, fakegpus
 from provisioner.cluster.capabilities import Machines
@@ -32,7 +32,7 @@ from provisioner.config.types import ClusterSpec
 from provisioner.config.versions import controller_resolves_node_names, host_slurm_version, release_of
 from provisioner.errors import StartupError, UsageError
 from provisioner.paths import ClusterLayout
-from provisioner.providers.base import NodeProcesses, Progress, Provider, Stoppable
+from provisioner.providers.base import Crashable, NodeProcesses, Progress, Provider, Stoppable
 from provisioner.providers.local import preflight
 from provisioner.providers.local.ports import allocate_ports
 from provisioner.providers.local.processes import cluster_pids, node_pids, terminate
@@ -98,7 +98,7 @@ def _write_node_files(state: ClusterState, placement: Placement) -> None:
     write_files(files, state.layout.etc)
 
 
-class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
+class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Scalable):
     name = "local"
 
     def __init__(self) -> None:
@@ -248,6 +248,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
         if ompi_params:
             extra_files[OPENMPI_PARAMS_FILE] = ompi_params
             mounts.append((str(layout.etc / OPENMPI_PARAMS_FILE), names.OPENMPI_PARAMS))
+        # A boot clock of its own for each start of a node, where the kernel has time namespaces.
+        boot_note = names.fresh_boottime_note(os.getuid(), init)
         prefix = []
         if in_namespace:
             extra_files[names.FSTAB_FILE] = names.node_fstab(mounts, mounts_cg if use_cgroups else [])
@@ -262,7 +264,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
                              if use_cgroups else None),
                 cgroup_procs=((cgroups.procs_files_v2 if v2 else cgroups.procs_files)(_tag(state))
                               if use_cgroups else ()), starter=names.node_starter(),
-                cgroup_ns=cgroups.cgroup_ns_path(_tag(state), NODE_TOKEN) if v2 else None)
+                cgroup_ns=cgroups.cgroup_ns_path(_tag(state), NODE_TOKEN) if v2 else None,
+                fresh_boottime=not boot_note)
         ctl_addr = net.addrs[network.CONTROLLER_KEY] if net else "127.0.0.1"
         ctl_prefix = (find_binary("nsenter") or "nsenter", f"--net={network.netns_path(net.tag, network.CONTROLLER_KEY)}") \
             if net else ()
@@ -306,7 +309,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
             node_etc_slurm=etc_note or "the cluster's config (mounted in each node's own mount namespace)",
             controller_prefix=ctl_prefix, controller_addr=ctl_addr,
             shortfalls=[f"{what}: {note}" for what, note in (("network", notes.get("network")),
-                                                           ("limits", notes.get("cgroups"))) if note],
+                                                           ("limits", notes.get("cgroups")),
+                                                           ("boot time", boot_note)) if note],
             node_network=notes.get("network") or (
                 f"a network namespace each (eth0 on {net.subnet}; this host is {net.host_addr}, the controller "
                 f"{ctl_addr}); no daemon listens on this host's own interfaces; names outside the cluster do "
@@ -316,6 +320,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
                 f"(cgroup v{2 if v2 else 1}: --mem, GPU devices"
                 + (", cores)" if shape_is_real(spec, host_cpus) else "; cores not pinned: the nodes claim more CPUs than this host has)")
                 if use_cgroups else ""),
+            node_boot_time=boot_note or "their own: each start of a node (up, start, fault heal) is a boot (a time "
+                           "namespace each; uptime and slurmd's boot time count from it)",
             client_env={"SLURM_CONF": str(layout.slurm_conf), "SIMCLUSTER_CLUSTER": state.name},
             dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port,
             # slurmrestd beside slurmctld: on the controller's address (its namespace on the
@@ -445,6 +451,19 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Scalable):
 
     def node_pids(self, state: ClusterState, node: str) -> List[int]:
         return node_pids(state.layout.root, node, state.pids.get(f"slurmd:{node}", 0))
+
+    def crash_machine(self, state: ClusterState, node: str, kill: Callable[[], None]) -> bool:
+        """A node's machine is its network namespace (machines_running): its interface goes
+        first (the node falls silent), then its processes, then the namespace. The repair
+        makes a new one (start_machines): a fresh network stack, which resets the connections
+        of the node's old processes when srun or slurmctld next sends on them."""
+        net = _network(state)
+        if not net or node not in net.addrs or not network.unplug(net, node):
+            kill()
+            return False
+        kill()
+        network.delete_nodes(net, [node])
+        return True
 
     def discover(self, name: str) -> Optional[ClusterState]:
         return None  # a local cluster is its state directory: without a state file there is none

@@ -65,9 +65,13 @@ def test_every_daemon_argv_names_its_programs_by_absolute_path(sbin, tmp_path, p
                  daemons.slurmd_argv(c, "node1")):
         assert os.path.isabs(argv[0]), argv
     argv = daemons.slurmd_argv(c, "node1")
-    assert argv[0] == runner.find_binary("unshare")  # the namespace prefix comes first ...
+    u = argv.index(runner.find_binary("unshare"))  # the namespace prefix comes first ...
+    # ... behind the shell that gives each start a boot clock of its own (PID namespaces, as root)
+    assert argv[:u] in ([], [runner.find_binary("sh"), "-c", names._FRESH_BOOTTIME_SCRIPT]), argv[:u]
+    assert bool(argv[:u]) == (bool(pid_namespace and names.pid_init()) and os.geteuid() == 0
+                              and os.path.exists(names.TIME_NAMESPACE))
     assert f"{sbin}/slurmd" in argv and "slurmd" not in argv  # ... and slurmd behind it is absolute too
-    i = argv.index("-c")
+    i = argv.index("-c", u)
     assert os.path.isabs(argv[i - 1])  # the shell
     if pid_namespace and names.pid_init():
         assert os.path.isabs(argv[argv.index("--") - 1])  # tini
@@ -93,6 +97,10 @@ def test_the_node_starter_replaces_the_chain_where_it_is_built(sbin, tmp_path, m
     rest = argv[argv.index("--init"):]
     assert rest[:2] == ["--init", "--"] and rest[2] == f"{sbin}/slurmd" and "/usr/bin/tini" not in argv
     assert "unshare" not in " ".join(argv) and "-c" not in argv
+    # A boot clock of its own for each start (a time namespace), where the kernel has them.
+    fresh = os.geteuid() == 0 and os.path.exists(names.TIME_NAMESPACE)
+    assert ("--fresh-boottime" in argv[:argv.index("--init")]) == fresh
+    assert ("their own" in c.placement.node_boot_time) == fresh, c.placement.node_boot_time
     # Without a PID namespace (no tini) the chain stays: the starter always makes one.
     monkeypatch.setattr(names, "pid_init", lambda: None)
     assert daemons.slurmd_argv(_cluster(tmp_path / "d", True), "node1")[0] == runner.find_binary("unshare")
@@ -121,3 +129,13 @@ def test_the_placement_mounts_the_config_directory_over_etc_slurm_in_the_nodes_f
     else:
         assert "/etc/slurm" not in fstab and "SLURM_CONF" in c.placement.node_etc_slurm
     assert f"{c.state.root}/etc/{names.FSTAB_FILE}" in c.placement.slurmd_prefix
+
+
+def test_the_boot_time_note_says_why_nodes_keep_the_hosts_boot_time(monkeypatch):
+    monkeypatch.setattr(names, "TIME_NAMESPACE", "/nonexistent/ns/time")
+    assert "no time namespaces (Linux < 5.6)" in names.fresh_boottime_note(0, "/usr/bin/tini")
+    monkeypatch.setattr(names, "TIME_NAMESPACE", "/proc/self/ns/time")
+    if os.path.exists("/proc/self/ns/time"):
+        assert names.fresh_boottime_note(0, "/usr/bin/tini") == ""
+        assert "rootless" in names.fresh_boottime_note(1000, "/usr/bin/tini")
+        assert "tini" in names.fresh_boottime_note(0, None)
