@@ -136,12 +136,7 @@ def test_steps_run_in_containers_on_both_nodes(make_cluster, image, tmp_path):
     assert sections["ro"].strip() == "read-only", out
     assert not (data / "new").exists()
     # The named containers go in the job's epilog, after the job is COMPLETED.
-    deadline = time.monotonic() + 60
-    data_dir = c.root / containers.CONTAINERS_DIR / "data"
-    while any(data_dir.iterdir()) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not list(data_dir.iterdir())
-    assert _container_mounts(c) == []
+    _assert_named_containers_removed(c)
 
 
 def test_a_named_container_is_reused_by_its_name_alone(make_cluster, image, tmp_path):
@@ -214,12 +209,7 @@ def test_a_named_container_is_reused_by_its_name_alone(make_cluster, image, tmp_
     assert sections["running"].strip() == "from-exec", out
     assert sections["after"].strip() == "from-exec", out
     # The job's named containers go in its Epilog, after the job is COMPLETED.
-    deadline = time.monotonic() + 60
-    data_dir = c.root / containers.CONTAINERS_DIR / "data"
-    while any(data_dir.iterdir()) and time.monotonic() < deadline:
-        time.sleep(0.5)
-    assert not list(data_dir.iterdir())
-    assert _container_mounts(c) == []
+    _assert_named_containers_removed(c)
 
 
 def test_each_step_has_its_own_options_in_a_named_container(make_cluster, image, tmp_path):
@@ -410,3 +400,14 @@ def test_slurm_clients_gpus_and_save_inside_containers(make_cluster, tmp_path):
         bad = c.run(["srun", "--container-image=docker://nosuch.invalid#simcluster/x:1", "true"], check=False)
         assert bad.returncode != 0, bad.stdout
         assert "docker pull nosuch.invalid/simcluster/x:1 failed (" in bad.stderr, bad.stderr
+
+
+def _assert_named_containers_removed(c) -> None:
+    """The job's Epilog removes its named containers once the job is COMPLETED: wait for it
+    (up to a minute), then nothing of them is left, data or mount."""
+    deadline = time.monotonic() + 60
+    data_dir = c.root / containers.CONTAINERS_DIR / "data"
+    while any(data_dir.iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert not list(data_dir.iterdir())
+    assert _container_mounts(c) == []

@@ -96,10 +96,14 @@ def unavailable_reason(slurm_version: Optional[str] = None) -> str:
     lacking = [c for c in CONTROLLERS if f"{ROOT}/{c}" not in have]
     if lacking:
         return f"cgroup v1 controllers not mounted under {ROOT}: {', '.join(lacking)}: limits are not enforced"
-    probe = ROOT / "memory" / f"{BASE}-probe-{os.getpid()}"
+    return _probe(ROOT / "memory" / f"{BASE}-probe-{os.getpid()}")
+
+
+def _probe(cgroup: Path) -> str:
+    """Make and remove one cgroup: "" when that works, else why limits cannot be enforced."""
     try:
-        probe.mkdir()
-        probe.rmdir()
+        cgroup.mkdir()
+        cgroup.rmdir()
     except OSError as exc:
         return f"cannot make a cgroup ({exc.strerror}): limits are not enforced"
     return ""
@@ -310,13 +314,7 @@ def _v2_unavailable_reason() -> str:
         return f"cgroup v2 without the {', '.join(lacking)} controller(s): limits are not enforced"
     if not find_program("unshare"):
         return "no 'unshare' program (util-linux): limits are not enforced"
-    probe = ROOT / f"{V2_BASE}-probe-{os.getpid()}"
-    try:
-        probe.mkdir()
-        probe.rmdir()
-    except OSError as exc:
-        return f"cannot make a cgroup ({exc.strerror}): limits are not enforced"
-    return ""
+    return _probe(ROOT / f"{V2_BASE}-probe-{os.getpid()}")
 
 
 def find_program(name: str) -> Optional[str]:
