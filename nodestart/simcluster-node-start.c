@@ -22,7 +22,7 @@
  *
  * Usage:
  *   simcluster-node-start [--net NETNS_FILE] [--cgroup-procs FILE]... [--cgroupns NS_FILE]
- *                         [--fstab FILE] [--hostname NAME] [--tmpfs DIR] -- INIT [ARG...]
+ *                         [--outer-cgroup-procs FILE] [--fstab FILE] [--hostname NAME] [--tmpfs DIR] -- INIT [ARG...]
  *   simcluster-node-start [the same options] --init -- DAEMON [ARG...]
  *
  * --fresh-boottime: the node also gets a time namespace of its own (Linux >= 5.6) whose
@@ -37,7 +37,16 @@
  *
  * --cgroupns: enter the cgroup namespace kept at NS_FILE once the cgroups are joined (cgroup
  * v2, where it is made with the node's cgroup: provisioner/providers/local/cgroups.py);
- * without it, --cgroup-procs makes a new one rooted where the process then is.
+ * without it, --cgroup-procs makes a new one rooted where the process then is. The node's
+ * mount namespace then also drops the host's /sys/fs/cgroup (a lazy unmount) before the
+ * fstab mounts the node's own there: Slurm 24.11's cgroup/v2 takes the first cgroup2 line of
+ * /proc/1/mountinfo for its mount and stops ("cgroup mountpoint does not align with the
+ * current namespace") where that is the host's.
+ *
+ * --outer-cgroup-procs: the cgroup the outer process (outside the node's pid namespace)
+ * moves to once pid 1 is forked, so that the node's pid 1 and daemon are alone in the
+ * cgroups of --cgroup-procs (Slurm 24.11 refuses a cgroup that holds processes from
+ * outside its pid namespace). Opened before the fork: pid 1 mounts over its path.
  *
  * Errors: one line on stderr (the daemon's log) naming what failed, exit 1.
  */
@@ -72,7 +81,7 @@ static void die(const char *what, const char *arg)
 static void usage(const char *why)
 {
 	fprintf(stderr, PROG ": %s\nusage: " PROG " [--net NETNS_FILE] [--cgroup-procs FILE]... "
-		"[--cgroupns NS_FILE] [--fstab FILE] [--hostname NAME] [--tmpfs DIR] [--fresh-boottime] [--init] -- INIT|DAEMON [ARG...]\n", why);
+		"[--cgroupns NS_FILE] [--outer-cgroup-procs FILE] [--fstab FILE] [--hostname NAME] [--tmpfs DIR] [--fresh-boottime] [--init] -- INIT|DAEMON [ARG...]\n", why);
 	exit(2);
 }
 
@@ -255,6 +264,7 @@ static void be_init(char **prog)
 int main(int argc, char **argv)
 {
 	const char *net = NULL, *fstab = NULL, *hostname = NULL, *tmpfs = NULL, *cgroupns = NULL;
+	const char *outer_procs = NULL;
 	const char *cgroups[MAX_CGROUPS];
 	int ncgroups = 0, self_init = 0, new_boottime = 0, i;
 
@@ -282,6 +292,8 @@ int main(int argc, char **argv)
 			tmpfs = argv[++i];
 		else if (!strcmp(a, "--cgroupns"))
 			cgroupns = argv[++i];
+		else if (!strcmp(a, "--outer-cgroup-procs"))
+			outer_procs = argv[++i];
 		else if (!strcmp(a, "--cgroup-procs")) {
 			if (ncgroups == MAX_CGROUPS)
 				usage("too many --cgroup-procs");
@@ -316,6 +328,9 @@ int main(int argc, char **argv)
 	if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL))
 		die("making mounts private", NULL);
 
+	int outer_fd = -1;
+	if (outer_procs && (outer_fd = open(outer_procs, O_WRONLY | O_CLOEXEC)) < 0)
+		die("opening", outer_procs);
 	child = fork();
 	if (child < 0)
 		die("fork", NULL);
@@ -326,6 +341,10 @@ int main(int argc, char **argv)
 		if (mount("none", "/proc", NULL, MS_PRIVATE | MS_REC, NULL) ||
 		    mount("proc", "/proc", "proc", MS_NOSUID | MS_NOEXEC | MS_NODEV, NULL))
 			die("mount", "/proc");
+		/* The host's cgroup2 mount out of the node's view (see --cgroupns above); none is
+		 * there on some hosts, so a failure is no error. */
+		if (cgroupns)
+			umount2("/sys/fs/cgroup", MNT_DETACH);
 		if (fstab)
 			mount_fstab(fstab);
 		if (hostname && sethostname(hostname, strlen(hostname)))
@@ -338,6 +357,13 @@ int main(int argc, char **argv)
 		die("exec", prog[0]);
 	}
 
+	if (outer_fd >= 0) {
+		char buf[32];
+		int len = snprintf(buf, sizeof buf, "%d\n", (int)getpid());
+		if (write(outer_fd, buf, (size_t)len) != len)
+			die("joining cgroup", outer_procs);
+		close(outer_fd);
+	}
 	/* The outer process: passes signals on and ends as its child does. */
 	forward_signals();
 	int status;

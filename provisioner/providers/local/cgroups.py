@@ -82,15 +82,11 @@ def prepare_v2_without_systemd(root: Path = ROOT) -> str:
     return "; ".join(problems)
 
 
-def unavailable_reason(slurm_version: Optional[str] = None) -> str:
-    """Why node cgroups cannot be used here ("" when they can); ``slurm_version``: the
-    host's Slurm (cgroup v2: v2_slurm_checked)."""
+def unavailable_reason() -> str:
+    """Why node cgroups cannot be used here ("" when they can)."""
     if os.geteuid() != 0:
         return "rootless: no cgroup can be made without root, so --mem, devices and cores are not enforced"
     if is_v2():
-        if not v2_slurm_checked(slurm_version):
-            return (f"cgroup v2 limits are enforced with Slurm 22.05 so far (this host has {slurm_version or 'none'}): "
-                    "--mem, devices and cores are not enforced")
         return _v2_unavailable_reason()
     have = _mounts()
     lacking = [c for c in CONTROLLERS if f"{ROOT}/{c}" not in have]
@@ -258,7 +254,7 @@ def join_script(tag: str) -> str:
 #
 # cgroup v2 lets a cgroup hold processes or give its children controllers, not both (the
 # "no internal process" rule): N gives them (its subtree_control), so the node's starter
-# and pid 1 live in N/init, and a namespace rooted at N can only be made by a process in N
+# and pid 1 live in N/init (the starter's outer half in N/starter), and a namespace rooted at N can only be made by a process in N
 # while N gives nothing yet. That is why the namespace is made once per node, when N is
 # made (a process in N unshares it and `unshare --cgroup=FILE` keeps it at FILE, as `ip
 # netns` keeps a network namespace), and every start of the node joins N/init and then
@@ -278,7 +274,11 @@ V2_BASE = "simcluster"
 # pids, so a node's process count is its own.
 V2_WANTED = ("cpuset", "cpu", "io", "memory", "pids")
 V2_NEEDED = ("cpuset", "cpu", "memory", "pids")
-V2_INIT = "init"  # the leaf where the node's starter and pid 1 live
+V2_INIT = "init"  # the leaf where the node's pid 1 and daemon live
+# The leaf of the node's starter's process outside its PID namespace (simcluster-node-start's
+# outer half, or `unshare` in the chain): Slurm 24.11's cgroup/v2 refuses a cgroup that
+# holds processes from outside the namespace, so init holds only the node's own.
+V2_OUTER = "starter"
 CGNS_DIR = Path("/run/simcluster/cgroupns")
 
 
@@ -297,15 +297,6 @@ def _controllers(path: Path) -> List[str]:
 def _release(version: Optional[str]) -> Optional[tuple]:
     m = re.search(r"(\d+)\.(\d+)", version or "")
     return (int(m.group(1)), int(m.group(2))) if m else None
-
-
-def v2_slurm_checked(slurm_version: Optional[str]) -> bool:
-    """Slurm releases whose cgroup/v2 plugin runs in a node's cgroup namespace as made here:
-    22.05 (checked in a Debian 12 VM). 24.11 refuses it at start: it compares the cgroup2
-    mount in /proc/1/mountinfo, where the host's, covered, is listed too, with /proc/1/cgroup
-    ("The cgroup mountpoint does not align with the current namespace")."""
-    release = _release(slurm_version)
-    return release is not None and release < (23, 0)
 
 
 def _v2_unavailable_reason() -> str:
@@ -401,6 +392,7 @@ def create_v2(tag: str, nodes: Dict[str, List[int]], gpus: Iterable[int] = ()) -
     for n in nodes:
         d = v2_node_dir(tag, n)
         (d / V2_INIT).mkdir(exist_ok=True)
+        (d / V2_OUTER).mkdir(exist_ok=True)
         _enable(d, wanted)
         (d / "system.slice").mkdir(exist_ok=True)
         _enable(d / "system.slice", wanted)
@@ -470,13 +462,19 @@ def fstab_lines_v2() -> List[str]:
 
 
 def join_script_v2(tag: str) -> str:
-    """join_script, on cgroup v2: the shell moves itself into N/init ("$0" is the node's
-    name); the next program of the argv enters the node's cgroup namespace."""
-    return f'echo $$ > "{ROOT}/{V2_BASE}/{tag}/$0/{V2_INIT}/cgroup.procs" || exit 1; exec "$@"'
+    """join_script, on cgroup v2: the shell moves itself into N/starter ("$0" is the node's
+    name); the next program of the argv enters the node's cgroup namespace, and the node's
+    namespace script moves pid 1 and itself on into N/init (names.namespace_prefix)."""
+    return f'echo $$ > "{ROOT}/{V2_BASE}/{tag}/$0/{V2_OUTER}/cgroup.procs" || exit 1; exec "$@"'
 
 
 def procs_files_v2(tag: str) -> List[str]:
     return [f"{ROOT}/{V2_BASE}/{tag}/{NODE_TOKEN}/{V2_INIT}/cgroup.procs"]
+
+
+def outer_procs_file_v2(tag: str) -> str:
+    """Where simcluster-node-start's outer half goes once the node's pid 1 is forked."""
+    return f"{ROOT}/{V2_BASE}/{tag}/{NODE_TOKEN}/{V2_OUTER}/cgroup.procs"
 
 
 def slurm_plugin(nodes_use_cgroups: bool, slurm_version: Optional[str], root: Path = ROOT) -> str:

@@ -132,6 +132,15 @@ _NAMESPACE_PID_SCRIPT = ('{mount} -a --no-canonicalize -T "$0" || exit 1; spool=
                          '[ -z "$spool" ] || {mount} -t tmpfs -o mode=0755 simcluster-spool "$spool/$a" || exit 1; }}; '
                          'prev=$a; done; '
                          'exec "$@"')
+_AFTER_MOUNT = '-T "$0" || exit 1; '
+# A node with a cgroup namespace of its own (cgroup v2, cgroups.create_v2): the host's
+# /sys/fs/cgroup leaves the node's mount namespace before the fstab mounts the node's there
+# (Slurm 24.11 takes the first cgroup2 line of /proc/1/mountinfo for its mount), and once it
+# is mounted the node's pid 1 and this shell move from the cgroup the chain joined (the one
+# for processes outside the node's PID namespace) into the node's init leaf: their pids as
+# this namespace sees them ("init": cgroups.V2_INIT; namespace_prefix fills in the pids).
+_V2_BEFORE_MOUNT = "{umount} -l /sys/fs/cgroup 2>/dev/null; "
+_V2_AFTER_MOUNT = "for p in {pids}; do echo $p > /sys/fs/cgroup/init/cgroup.procs || exit 1; done; "
 # Where Slurm's commands look for slurm.conf when SLURM_CONF is not set (Debian's packages:
 # slurm-client and slurmd ship the directory). A node's mount namespace gets the cluster's
 # config directory over it; the host's own is never written to, and where the host has no
@@ -205,7 +214,8 @@ SET_HOSTNAME = 'printf %s "$a" > /proc/sys/kernel/hostname'
 def script(template: str) -> str:
     """A namespace script with its programs by absolute path (the caller's PATH may lack
     the directory: Debian's default PATH for users has no /usr/sbin or /sbin)."""
-    return template.format(mount=shlex.quote(find_binary("mount") or "mount"), hostname=SET_HOSTNAME)
+    return template.format(mount=shlex.quote(find_binary("mount") or "mount"), hostname=SET_HOSTNAME,
+                           umount=shlex.quote(find_binary("umount") or "umount"))
 
 
 def etc_slurm_note(in_namespace: bool, etc_slurm: Path = Path(ETC_SLURM)) -> str:
@@ -315,7 +325,7 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
                      spool: Optional[str] = None, netns: Optional[str] = None,
                      cgroup_join: Optional[str] = None, cgroup_procs: Sequence[str] = (),
                      starter: Optional[str] = None, cgroup_ns: Optional[str] = None,
-                     fresh_boottime: bool = False) -> List[str]:
+                     fresh_boottime: bool = False, outer_cgroup_procs: Optional[str] = None) -> List[str]:
     """The argv prefix that starts a daemon in mount and UTS namespaces of its own with the
     bind mounts of ``fstab`` (node_fstab: the cluster's hosts file as /etc/hosts, its config
     directory as /etc/slurm, ...), and the host name the node's (the value after ``-N`` in the
@@ -351,7 +361,13 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
     itself into the node's cgroups; `unshare` then also makes a cgroup namespace rooted
     there, and the node's fstab mounts the hierarchies again (cgroups.fstab_lines). With
     ``cgroup_ns`` (cgroup v2: the file that keeps the node's cgroup namespace, made with
-    its cgroup) the process enters that namespace after joining, instead of making one.
+    its cgroup) the process enters that namespace after joining, instead of making one; then
+    (Slurm 24.11's cgroup/v2 wants both) the node's mount namespace drops the host's
+    /sys/fs/cgroup before mounting its own, and only the node's own processes stay in its
+    init leaf: the process outside the node's PID namespace (`unshare`, the starter's outer
+    half) is in ``outer_cgroup_procs``'s cgroup instead. The chain joins that one
+    (cgroup_join) and the namespace script moves pid 1 and itself into the leaf once the
+    node's cgroup2 is mounted (_V2_BEFORE_MOUNT, _V2_AFTER_MOUNT).
 
     Every program is named by its absolute path (find_binary), since the caller's PATH may
     not reach it: `unshare` execs the next word of the argv by PATH lookup.
@@ -379,6 +395,8 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
             opts += ["--cgroup-procs", procs]
         if cgroup_ns:
             opts += ["--cgroupns", cgroup_ns]
+        if outer_cgroup_procs:
+            opts += ["--outer-cgroup-procs", outer_cgroup_procs]
         opts += ["--fstab", fstab, "--hostname", NODE_TOKEN]
         if spool:
             opts += ["--tmpfs", f"{spool}/{NODE_TOKEN}"]
@@ -388,8 +406,12 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
         return [starter, *opts, "--init", "--"]
     pid_ns = ["--pid", "--fork", "--kill-child", "--mount-proc"] if init else []
     unshare, sh = find_binary("unshare") or "unshare", find_binary("sh") or "/bin/sh"
-    argv = [init, "--", sh, "-c", script(_NAMESPACE_PID_SCRIPT), fstab, spool or ""] if init \
-        else [sh, "-c", script(_NAMESPACE_SCRIPT), fstab]
+    template = _NAMESPACE_PID_SCRIPT if init else _NAMESPACE_SCRIPT
+    if uid == 0 and cgroup_ns:
+        template = _V2_BEFORE_MOUNT + template.replace(_AFTER_MOUNT, _AFTER_MOUNT + (
+            _V2_AFTER_MOUNT.format(pids="1 $$") if init else _V2_AFTER_MOUNT.format(pids="$$")), 1)
+    argv = [init, "--", sh, "-c", script(template), fstab, spool or ""] if init \
+        else [sh, "-c", script(template), fstab]
     if uid == 0:
         first = [find_binary("nsenter") or "nsenter", f"--net={netns}"] if netns else []
         if cgroup_join:

@@ -131,7 +131,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
         # nothing is enforced, and status says so.
         in_namespace = resolver == names.NAMESPACE
         net_note = network.unavailable_reason() if in_namespace else names.SHARED_NETWORK_NOTE
-        cg_note = cgroups.unavailable_reason(host_slurm_version()) if in_namespace else names.NO_CGROUPS_NOTE
+        cg_note = cgroups.unavailable_reason() if in_namespace else names.NO_CGROUPS_NOTE
         state.provider_data["cgroups"] = not cg_note
         if cgroups.is_v2() and not cg_note:
             # Each node's slurmd makes its slurmstepd scope in its own cgroup namespace
@@ -265,7 +265,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
                 cgroup_procs=((cgroups.procs_files_v2 if v2 else cgroups.procs_files)(_tag(state))
                               if use_cgroups else ()), starter=names.node_starter(),
                 cgroup_ns=cgroups.cgroup_ns_path(_tag(state), NODE_TOKEN) if v2 else None,
-                fresh_boottime=not boot_note)
+                fresh_boottime=not boot_note,
+                outer_cgroup_procs=cgroups.outer_procs_file_v2(_tag(state)) if v2 else None)
         ctl_addr = net.addrs[network.CONTROLLER_KEY] if net else "127.0.0.1"
         ctl_prefix = (find_binary("nsenter") or "nsenter", f"--net={network.netns_path(net.tag, network.CONTROLLER_KEY)}") \
             if net else ()

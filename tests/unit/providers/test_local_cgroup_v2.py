@@ -101,7 +101,6 @@ def test_slurm_plugin_keeps_v2_where_nodes_use_cgroups(tmp_path):
     assert cgroups.slurm_plugin(False, "22.05.8", v2_host) == "cgroup/v1"
     assert cgroups.slurm_plugin(False, "24.11.5", v2_host) == "disabled"
     assert cgroups.slurm_plugin(False, None, v2_host) == "cgroup/v1"
-    assert cgroups.v2_slurm_checked("slurm-wlm 22.05.8") and not cgroups.v2_slurm_checked("slurm 24.11.5")
 
 
 def test_cgroup_conf_names_the_plugin_it_is_given():
@@ -127,6 +126,27 @@ def test_a_node_enters_its_kept_cgroup_namespace_instead_of_making_one():
     # cgroup v1: a namespace made where the process is, as before.
     v1 = names.namespace_prefix("/f.fstab", 0, 0, "/usr/bin/tini", "/spool", cgroup_join="echo")
     assert "--cgroup" in v1 and not any(a.startswith("--cgroup=") for a in v1)
+    assert not any("umount" in a or "/init/cgroup.procs" in a for a in v1)
+
+
+def test_v2_node_keeps_its_init_leaf_to_its_own_processes():
+    """Slurm 24.11's cgroup/v2 in the node: the host's /sys/fs/cgroup leaves the node's mount
+    namespace before its own is mounted, and the process outside the node's PID namespace
+    is not in N/init (the starter's outer half: --outer-cgroup-procs; the chain joins
+    N/starter and its namespace script moves pid 1 and itself into N/init)."""
+    ns = cgroups.cgroup_ns_path("abc123", "@NODE@")
+    outer = cgroups.outer_procs_file_v2("abc123")
+    assert outer == "/sys/fs/cgroup/simcluster/abc123/@NODE@/starter/cgroup.procs"
+    starter = names.namespace_prefix("/f.fstab", 0, 0, "/usr/bin/tini", "/spool", cgroup_procs=["/p"],
+                                     starter="/x/simcluster-node-start", cgroup_ns=ns, outer_cgroup_procs=outer)
+    assert starter[starter.index("--outer-cgroup-procs") + 1] == outer
+    chain = names.namespace_prefix("/f.fstab", 0, 0, "/usr/bin/tini", "/spool",
+                                   cgroup_join=cgroups.join_script_v2("abc123"), cgroup_ns=ns)
+    script = next(a for a in chain if "mount" in a and "-a" in a)
+    assert script.index("-l /sys/fs/cgroup") < script.index(" -a ")
+    assert script.index(" -a ") < script.index("for p in 1 $$; do echo $p > /sys/fs/cgroup/init/cgroup.procs")
+    no_pid_ns = names.namespace_prefix("/f.fstab", 0, 0, cgroup_join="echo", cgroup_ns=ns)
+    assert any("for p in $$; do" in a for a in no_pid_ns)
 
 
 def test_v2_node_mounts_its_own_cgroup2_over_a_tmpfs():
@@ -138,4 +158,4 @@ def test_v2_node_cgroups_are_per_cluster():
     a, b = cgroups.v2_node_dir("aaaaaa", "node1"), cgroups.v2_node_dir("bbbbbb", "node1")
     assert a != b and a.parent.parent == b.parent.parent
     assert cgroups.cgroup_ns_path("aaaaaa", "node1") != cgroups.cgroup_ns_path("bbbbbb", "node1")
-    assert cgroups.join_script_v2("aaaaaa").startswith('echo $$ > "/sys/fs/cgroup/simcluster/aaaaaa/$0/init/')
+    assert cgroups.join_script_v2("aaaaaa").startswith('echo $$ > "/sys/fs/cgroup/simcluster/aaaaaa/$0/starter/')
