@@ -18,7 +18,7 @@ How (checked on these machines, DESIGN.md "Facts checked 2026-11-28"):
 - Kernel and initrd booted directly (-kernel/-initrd), console on the serial port into
   ``serial.log``: what the guest printed last is in every boot-timeout error.
 - ssh to a ``hostfwd`` on 127.0.0.1 and a free port, one multiplexed connection
-  (ControlMaster) for all commands: a command returns its output and exit code, the way
+  (ControlMaster) per guest user for all of that user's commands: a command returns its output and exit code, the way
   testinfra's ssh backend does it. The cloud kernel has no 9p; files travel by ssh.
 - Nothing left behind: qemu runs in a session (process group) of its own, with a pid file in
   the workdir and PR_SET_PDEATHSIG, so it dies with the test process even on SIGKILL; stop()
@@ -102,9 +102,10 @@ class Machine:
     def pidfile(self) -> Path:
         return self.workdir / "qemu.pid"
 
-    @property
-    def control_path(self) -> Path:
-        return self.workdir / "ssh.ctl"
+    def control_path(self, user: str = "root") -> Path:
+        """The ssh master connection of ``user``: one per user (ssh's %r), so a command run
+        as runner never rides root's connection."""
+        return self.workdir / f"ssh-{user}.ctl"
 
     def __enter__(self) -> "Machine":
         self.start()
@@ -195,9 +196,11 @@ class Machine:
 
     def stop(self) -> None:
         """Stop qemu (its whole process group) and the ssh master; remove the overlay."""
+        masters = sorted(self.workdir.glob("ssh-*.ctl"))
         if self.proc is not None and self.port is not None:
-            subprocess.run(["ssh", "-o", f"ControlPath={self.control_path}", "-O", "exit",
-                            "vm"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
+            for ctl in masters:
+                subprocess.run(["ssh", "-o", f"ControlPath={ctl}", "-O", "exit", "vm"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=10)
         if self.proc is not None:
             for sig, wait in ((signal.SIGTERM, 10), (signal.SIGKILL, 10)):
                 if self.proc.poll() is not None:
@@ -211,27 +214,27 @@ class Machine:
                 except subprocess.TimeoutExpired:
                     pass
             self.proc = None
-        for path in (self.overlay, self.pidfile, self.control_path):
+        for path in (self.overlay, self.pidfile, *masters):
             try:
                 path.unlink()
             except FileNotFoundError:
                 pass
 
     # commands
-    def _ssh_options(self, connect_timeout: int = 10, master: bool = True) -> List[str]:
+    def _ssh_options(self, connect_timeout: int = 10, master: bool = True, user: str = "root") -> List[str]:
         opts = ["-i", str(self.image.key), "-p", str(self.port), "-o", "BatchMode=yes",
                 "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
                 "-o", "LogLevel=ERROR", "-o", f"ConnectTimeout={connect_timeout}",
                 "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=8"]
         if master:
-            opts += ["-o", "ControlMaster=auto", "-o", f"ControlPath={self.control_path}",
+            opts += ["-o", "ControlMaster=auto", "-o", f"ControlPath={self.control_path(user)}",
                      "-o", "ControlPersist=600"]
         return opts
 
     def _ssh(self, argv: Sequence[str], *, user: str = "root", timeout: float = 600,
              input: Optional[bytes] = None, connect_timeout: int = 10, master: bool = True,
              text: bool = True) -> subprocess.CompletedProcess:
-        cmd = ["ssh", *self._ssh_options(connect_timeout, master), f"{user}@127.0.0.1", "--", *argv]
+        cmd = ["ssh", *self._ssh_options(connect_timeout, master, user), f"{user}@127.0.0.1", "--", *argv]
         try:
             return _decode(subprocess.run(cmd, input=input if input is not None else b"",
                                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,

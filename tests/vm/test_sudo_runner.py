@@ -14,7 +14,6 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-import shlex
 import time
 
 import pytest
@@ -33,10 +32,9 @@ NAME = "vmc"
 
 
 def as_runner(vm, command: str, timeout: float = 600):
-    """``command`` in a login shell of runner's, as a workflow step has it. (Through root's
-    ssh connection and `su -`: the rig's ssh connections share one master, so
-    `vm.run(..., user="runner")` may reach the guest as root.)"""
-    return vm.run(f"su - {USER} -c {shlex.quote(command)}", timeout=timeout)
+    """``command`` in a login shell of runner's, as a workflow step has it (runner's own ssh
+    connection: the rig keeps one master connection per guest user)."""
+    return vm.run(command, user=USER, timeout=timeout)
 
 
 def sudo_commands(vm) -> list:
@@ -50,6 +48,7 @@ def test_runner_with_sudo_gets_roots_cluster(bookworm_vm, vm_timings):
     # A sudo log of everything runner runs through sudo, from here on.
     vm.run(f"printf 'Defaults:{USER} logfile={SUDO_LOG}, loglinelen=0\\n' > /etc/sudoers.d/zz-runner-log && "
            f"chmod 0440 /etc/sudoers.d/zz-runner-log", check=True)
+    # root's ssh connection is open (the command above): runner's commands still run as runner
     probe = as_runner(vm, "id -u && sudo -n true")
     assert probe.returncode == 0 and probe.stdout.strip() not in ("", "0"), probe.stdout + probe.stderr
     vm.run(f"rm -f {SUDO_LOG}", check=True)  # the log starts after this probe
