@@ -12,61 +12,37 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import time
 
 import pytest
 
-from tests.vm.conftest import CHECKOUT, GUEST_LOG_ROOT, vm_make_setup
+from tests.vm.conftest import CHECKOUT, guest_platform, vm_make_setup, vm_test_basic
 
 pytestmark = [pytest.mark.vm]
 
 SIMCLUSTER = f"{CHECKOUT}/.venv/bin/simcluster"
-# SKIPs that come from what the cluster was asked for, not from the host: basic.container
-# needs `make setup-containers` (the SPANK plugin), which the README's first command leaves out.
-SKIPS_NOT_FROM_THE_HOST = {"basic.container"}
-# Checks run at TCG speed (20-30x slower than a host): a generous per-check limit keeps a
-# slow guest from reading as a failed check; nothing here asserts on time.
-CHECK_TIMEOUT = 300
 
 
 def test_bookworm_host_is_what_case_a_needs(bookworm_vm):
     """The guest is the platform case a claims: Debian 12, systemd as PID 1, cgroup v2 only,
     Debian's Slurm 22.05."""
-    res = bookworm_vm.run("cat /etc/debian_version; ps -p 1 -o comm=; stat -fc %T /sys/fs/cgroup; "
-                          "/usr/sbin/slurmctld -V", check=True)
-    version, init, cgroupfs, slurm = res.stdout.split("\n")[:4]
-    assert version.startswith("12"), res.stdout
-    assert init == "systemd", res.stdout
-    assert cgroupfs == "cgroup2fs", res.stdout
-    assert re.match(r"slurm(-wlm)? 22\.05\.", slurm), res.stdout
+    version, init, cgroupfs, slurm = platform = guest_platform(bookworm_vm)
+    assert version.startswith("12"), platform
+    assert init == "systemd", platform
+    assert cgroupfs == "cgroup2fs", platform
+    assert re.match(r"slurm(-wlm)? 22\.05\.", slurm), platform
 
 
 def test_bookworm_make_setup_then_test_basic(bookworm_vm, vm_timings):
     """`make setup`, then the README's CI command: every check passes, none is SKIP for a
     reason of the host, and the limit checks (basic.limits: OUT_OF_MEMORY; basic.isolation:
     another node's GPU refused) ran and passed. Nothing of the cluster is left after it."""
-    timings = vm_timings.setdefault("bookworm", {})
-    vm_make_setup(bookworm_vm)
-    started = time.monotonic()
-    res = bookworm_vm.run(f"cd {CHECKOUT} && {SIMCLUSTER} test --name vma --nodes 2 --fake-gpus 2 --suite basic "
-                          f"--json --timeout {CHECK_TIMEOUT} --logs-dir {GUEST_LOG_ROOT}/vma", timeout=1800)
-    timings["simcluster_test_basic"] = round(time.monotonic() - started, 1)
-    assert res.stdout.strip(), f"no JSON report (exit {res.returncode}):\n{res.stderr[-6000:]}"
-    report = json.loads(res.stdout)
-    timings["verify_basic"] = report["seconds"]
-    checks = {c["name"]: c for c in report["checks"]}
-    lines = "\n".join(f"{c['name']}: {c['status']} {c['message']}" for c in report["checks"])
-    failed = [n for n, c in checks.items() if c["status"] == "FAIL"]
-    host_skips = [n for n, c in checks.items() if c["status"] == "SKIP" and n not in SKIPS_NOT_FROM_THE_HOST]
-    assert res.returncode == 0 and report["passed"] and not failed, \
-        f"failed: {failed}\n{lines}\nstderr:\n{res.stderr[-4000:]}"
-    assert not host_skips, f"SKIP caused by the cgroup v2 host: {host_skips}\n{lines}"
+    res, checks, lines = vm_test_basic(bookworm_vm, "vma", vm_timings.setdefault("bookworm", {}))
     assert checks["basic.limits"]["status"] == "PASS" and "OUT_OF_MEMORY" in checks["basic.limits"]["message"], lines
     isolation = checks["basic.isolation"]
     assert isolation["status"] == "PASS" and "EPERM" in isolation["message"], lines
     up = re.search(r"is up \(local\).* in ([0-9.]+)s", res.stderr)
     if up:
-        timings["up"] = float(up.group(1))
+        vm_timings["bookworm"]["up"] = float(up.group(1))
     left = bookworm_vm.run("pgrep -a slurmd; pgrep -a slurmctld; ls /sys/fs/cgroup/simcluster "
                            "/run/simcluster/cgroupns 2>/dev/null")
     assert left.stdout.strip() == "", f"simcluster test left this behind in the guest:\n{left.stdout}"
