@@ -362,16 +362,14 @@ def _make_namespaces(dirs: Dict[str, Path]) -> None:
                            "the nodes need root and util-linux's unshare", doc="docs/troubleshooting.md#cgroup-limits-not-enforced")
 
 
-def _ns_alive(ns_file: str) -> bool:
-    """``ns_file`` still keeps a namespace (a mount; gone after a reboot: /run is a tmpfs)."""
-    return _is_mount(ns_file)
-
-
-def _is_mount(path: str) -> bool:
+def _mount_points() -> set:
+    """This mount namespace's mount points, read once for a whole cluster's nodes (a file that
+    keeps a namespace is one: gone after a reboot, /run being a tmpfs)."""
     try:
-        return any(line.split()[4] == path for line in open("/proc/self/mountinfo"))
-    except (OSError, IndexError):
-        return False
+        with open("/proc/self/mountinfo") as f:
+            return {fields[4] for fields in (line.split() for line in f) if len(fields) > 4}
+    except OSError:
+        return set()
 
 
 def create_v2(tag: str, nodes: Dict[str, List[int]], gpus: Iterable[int] = ()) -> None:
@@ -381,10 +379,11 @@ def create_v2(tag: str, nodes: Dict[str, List[int]], gpus: Iterable[int] = ()) -
     wanted = _v2_parents(tag)
     all_gpus = sorted(set(gpus) | {g for own in nodes.values() for g in own})
     fresh: Dict[str, Path] = {}
+    mounted = _mount_points()
     for n in nodes:
         d = v2_node_dir(tag, n)
         d.mkdir(exist_ok=True)
-        if not _ns_alive(cgroup_ns_path(tag, n)):
+        if cgroup_ns_path(tag, n) not in mounted:  # no namespace kept for it yet
             fresh[cgroup_ns_path(tag, n)] = d
     # The namespaces first: a namespace is made by a process in N, which N takes only while
     # it gives no controller (a node made before has its namespace, so it is skipped).
@@ -409,7 +408,8 @@ def create_v2(tag: str, nodes: Dict[str, List[int]], gpus: Iterable[int] = ()) -
 
 def _forget_namespaces(files: List[str]) -> None:
     """Unmount and remove the files that keep nodes' cgroup namespaces."""
-    mounted = [f for f in files if _is_mount(f)]
+    points = _mount_points()
+    mounted = [f for f in files if f in points]
     if mounted:
         umount = find_program("umount") or "umount"
         subprocess.run([umount, "-l", *mounted], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
