@@ -266,6 +266,22 @@ def test_down_stops_daemons_and_running_jobs(make_cluster, tmp_path):
         assert not (any(m in env for m in markers) and alive), f"pid {pid} survived down"
 
 
+def test_down_leaves_alone_a_process_that_only_reads_the_clusters_files(make_cluster, tmp_path):
+    """Another user reading the cluster's slurm.conf (`less /var/lib/simcluster/X/etc/...`) is
+    not part of the cluster: `down` stops the cluster's processes, never a bystander's."""
+    import subprocess
+    c = make_cluster("--nodes", "1")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SIMCLUSTER", "SLURM"))}
+    reader = subprocess.Popen(["tail", "-f", str(c.root / "etc" / "slurm.conf")], env=env,
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        run_cli(["down", "--name", c.name], c.home, check=True)
+        assert reader.poll() is None, f"down killed a bystander reading the cluster's files (rc {reader.returncode})"
+    finally:
+        reader.kill()
+        reader.wait()
+
+
 def test_readiness_timeout_names_the_stuck_node(sim_home):
     spec = sim_home / "drained.yaml"
     spec.write_text("apiVersion: simcluster/v1\nkind: Cluster\nname: stuck\nnodes: 2\n"

@@ -1,9 +1,10 @@
 """Find every process of a local cluster, and stop them.
 
-Every process of a cluster is recognisable: daemons carry the cluster directory in their
-command line and in SIMCLUSTER_STATE_DIR, slurmstepd inherits it from slurmd, and job
-tasks get it from the TaskProlog. `down` sweeps /proc for that marker, so no job or
-stepd outlives its cluster. Where each node has a PID namespace of its own (names.py),
+Every process of a cluster is recognisable: daemons carry SIMCLUSTER_STATE_DIR=<its
+directory> in their environment, slurmstepd inherits it from slurmd, and batch scripts
+and job tasks descend from a slurmstepd. `down` sweeps /proc for the marker and the
+descendants, so no job or stepd outlives its cluster, and a process that merely names the
+cluster's files (another user reading its slurm.conf) is left alone. Where each node has a PID namespace of its own (names.py),
 its processes are also the namespace's: they end with its init, whose command line
 names the cluster, and a node's processes are found by their namespace.
 """
@@ -13,7 +14,7 @@ from __future__ import annotations
 import os
 import signal
 from pathlib import Path
-from typing import Iterable, List, Tuple
+from typing import Dict, Iterable, List, Tuple
 
 from provisioner.cluster.handle import MARKER_VAR
 from provisioner.cluster.runner import process_alive as pid_alive
@@ -29,24 +30,48 @@ def _read(path: str) -> bytes:
 
 
 def cluster_pids(root: Path, known: Iterable[int] = ()) -> List[int]:
-    """Every live process that belongs to the cluster in ``root``."""
+    """Every live process that belongs to the cluster in ``root``: those that carry its
+    marker in their environment (daemons, slurmstepd, the node starters), everything they
+    started (batch scripts and job tasks, which get the job's environment, not the
+    marker), and orphaned job processes that name the cluster's files. A process that only
+    names the cluster's files (another user's `less .../etc/slurm.conf`) is not the
+    cluster's: `down` must never kill it."""
     root_b = str(root).encode()
     marker = f"{MARKER_VAR}={root}".encode() + b"\0"
     me = os.getpid()
     found = set()
+    children: Dict[int, List[int]] = {}
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         pid = int(entry)
         if pid == me:
             continue
-        cmdline = _read(f"/proc/{pid}/cmdline")
-        if root_b + b"/" in cmdline or marker in _read(f"/proc/{pid}/environ"):
+        children.setdefault(_parent(pid), []).append(pid)
+        environ = _read(f"/proc/{pid}/environ")
+        if marker in environ:
+            found.add(pid)
+        elif b"\0SLURM_JOB_ID=" in b"\0" + environ and root_b + b"/" in _read(f"/proc/{pid}/cmdline"):
             found.add(pid)
     for pid in known:
         if pid and pid_alive(pid) and root_b in _read(f"/proc/{pid}/cmdline"):
             found.add(pid)
+    todo = list(found)
+    while todo:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.add(child)
+                todo.append(child)
     return sorted(p for p in found if pid_alive(p))
+
+
+def _parent(pid: int) -> int:
+    """The parent of ``pid`` (field 4 of /proc/PID/stat, after the command's parentheses); 0 if gone."""
+    stat = _read(f"/proc/{pid}/stat")
+    try:
+        return int(stat[stat.rindex(b")") + 2:].split()[1])
+    except (ValueError, IndexError):
+        return 0
 
 
 def terminate(pids: Iterable[int], grace: float = 2.0) -> List[int]:
