@@ -24,7 +24,7 @@ def command(inventory, config_path, check, training, insecure):
     \b
     Examples:
       simcluster deploy -i inventory.ini
-      simcluster deploy -i inventory.ini --config configs/examples/seed-node6-node7.yaml
+      simcluster deploy -i inventory.ini --config configs/examples/node6-node7-one-gpu-each.yaml
       simcluster deploy -i inventory.ini --training     # torch for DDP jobs
       simcluster verify --ssh root@head --suite basic,ddp
 

@@ -27,6 +27,9 @@ from provisioner.config.types import ClusterSpec
 from provisioner.errors import StartupError
 from provisioner.render import AccountingInputs
 
+# Where every accounting start-up error sends the user (MariaDB, slurmdbd, sacctmgr).
+ACCOUNTING_DOC = "docs/troubleshooting.md#accounting-does-not-start"
+
 REQUIRED_BINARIES = {
     "mariadbd": "mariadb-server-core",
     "slurmdbd": "slurmdbd",
@@ -65,7 +68,8 @@ def init_sql(cluster: Cluster, password: str) -> str:
             break
     else:
         raise StartupError("MariaDB's system tables SQL was not found", f"looked in {', '.join(SQL_DIRS)} "
-                           f"({runner.where}); install mariadb-server-core")
+                           f"({runner.where}); install mariadb-server-core",
+                           doc=ACCOUNTING_DOC)
     return bootstrap_sql(parts, cluster.placement.daemon_user, password)
 
 
@@ -82,7 +86,8 @@ def create_database(cluster: Cluster, password: str, timeout: float = 120.0) -> 
     runner.write_file(log, (res.stdout + res.stderr).encode(), 0o644)
     if not res.ok:
         raise StartupError(f"creating the accounting database failed (mariadbd --bootstrap exit code {res.rc})",
-                           f"see {log} ({runner.where})", details=(res.stderr or res.stdout)[-2000:])
+                           f"see {log} ({runner.where})", details=(res.stderr or res.stdout)[-2000:],
+                           doc=ACCOUNTING_DOC)
 
 
 def start_mariadb(cluster: Cluster, timeout: float = 30.0) -> None:
@@ -221,7 +226,8 @@ def set_tres_limits(cluster: Cluster, timeout: float = 60.0) -> None:
     if not res.ok or _refused(res.stdout + res.stderr):
         raise StartupError(f"setting the QoS limits of cluster '{cluster.name}' failed",
                            f"see {log}; TRES are named like gres/gpu=16, cpu=64, mem=500G, node=4",
-                           details=(res.stdout + res.stderr)[-2000:])
+                           details=(res.stdout + res.stderr)[-2000:],
+                           doc=ACCOUNTING_DOC)
 
 
 def unknown_users(spec: ClusterSpec, known_users: Iterable[str]) -> List[str]:
@@ -275,14 +281,16 @@ def register(cluster: Cluster, timeout: float = 60.0) -> None:
         if refused:
             raise StartupError(f"making the spec's QoS, accounts and users failed: {refused}",
                                "check the qos, accounts and users of the spec (docs/config.md#accounts-and-qos)",
-                               details=(res.stdout + res.stderr)[-2000:])
+                               details=(res.stdout + res.stderr)[-2000:],
+                               doc=ACCOUNTING_DOC)
         missing = unknown_users(cluster.spec, known)
         if missing:
             output += f"left out (no such user here): {', '.join(missing)}\n"
     cluster.runner().write_file(log, output.encode(), 0o644)
     if not res.ok:
         raise StartupError(f"registering cluster '{name}' in accounting failed (sacctmgr exit code {res.rc})",
-                           f"see {log}", details=output[-2000:])
+                           f"see {log}", details=output[-2000:],
+                           doc=ACCOUNTING_DOC)
 
 
 def wait_registered(cluster: Cluster, timeout: float) -> None:

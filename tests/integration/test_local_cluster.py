@@ -297,13 +297,13 @@ def test_readiness_timeout_names_the_stuck_node(sim_home):
 
 def test_render_writes_configs_without_starting_anything(sim_home, tmp_path):
     repo = Path(__file__).resolve().parents[2]
-    proc = run_cli(["render", "--config", str(repo / "configs/examples/seed-node6-node7.yaml"),
+    proc = run_cli(["render", "--config", str(repo / "configs/examples/node6-node7-one-gpu-each.yaml"),
                     "--out", str(tmp_path / "r")], sim_home, check=True)
     assert "slurm.conf" in proc.stdout
     conf = (tmp_path / "r" / "slurm.conf").read_text()
     assert "NodeName=node[6-7]" in conf and "Port=[17016-17017]" in conf and "CPUs=112" in conf
     assert "File=/dev/nvidia7" in (tmp_path / "r" / "gres.conf").read_text()
-    assert daemons_under(sim_home) == [] and not (sim_home / "seed").exists()
+    assert daemons_under(sim_home) == [] and not (sim_home / "node6-node7").exists()
 
 
 def test_up_whose_reader_went_away_still_makes_the_whole_cluster(sim_home):

@@ -684,7 +684,7 @@ def test_jargon_checker():
         "the bug itself)",
         "p.md:2: 'issue 10' means nothing to a user: say what is meant (the book chapter's example scripts, or "
         "the bug itself)"]
-    assert jargon_problems("p.md", "--seed 11, configs/examples/seed-node6-node7.yaml, manual_seed") == []
+    assert jargon_problems("p.md", "--seed 11, configs/examples/node6-node7-one-gpu-each.yaml, manual_seed") == []
 
 
 @pytest.mark.parametrize("token, problem", [

@@ -31,7 +31,7 @@ UPDATE = os.environ.get("UPDATE_GOLDEN") == "1"
 
 
 def seed_spec():
-    return load_spec(str(REPO / "configs/examples/seed-node6-node7.yaml"), cpus=2, memory_mb=2000)
+    return load_spec(str(REPO / "configs/examples/node6-node7-one-gpu-each.yaml"), cpus=2, memory_mb=2000)
 
 
 def fake2_spec():
@@ -241,7 +241,7 @@ def test_gres_fake_gpus_point_at_the_clusters_own_dev_dir():
 
 def test_cgroup_conf():
     text = rendered("seed")["cgroup.conf"]
-    assert 'cluster "seed"' in text
+    assert 'cluster "node6-node7"' in text
     assert "ConstrainDevices=yes" in conf_lines(text)
 
 
@@ -281,13 +281,13 @@ def test_write_files_makes_the_prolog_executable(tmp_path):
 def test_render_command_writes_the_seed_configs(tmp_path):
     home = tmp_path / "home"
     out = tmp_path / "out"
-    proc = run_cli(["render", "--config", "configs/examples/seed-node6-node7.yaml", "--out", str(out)], home)
+    proc = run_cli(["render", "--config", "configs/examples/node6-node7-one-gpu-each.yaml", "--out", str(out)], home)
     assert proc.returncode == 0, proc.stderr
     assert sorted(p.name for p in out.iterdir()) == sorted(TEMPLATES)
     conf = (out / "slurm.conf").read_text()
     assert any(line.startswith("NodeName=node[6-7] ") and " Port=[17016-17017] CPUs=112 RealMemory=240000 Gres=gpu:1 " in line
                for line in lines(conf))
-    assert f"AuthInfo=socket={home.resolve()}/seed/munge/munge.socket" in lines(conf)
+    assert f"AuthInfo=socket={home.resolve()}/node6-node7/munge/munge.socket" in lines(conf)
     assert (out / "task_prolog.sh").stat().st_mode & stat.S_IXUSR
     assert not home.exists() or not any(home.iterdir())  # render starts and creates nothing
 

@@ -52,7 +52,7 @@ def run_prolog(prolog: Path, **env: str) -> Dict[str, str]:
 
 @pytest.fixture
 def seed_prolog(tmp_path) -> Path:
-    spec = load_spec(str(REPO / "configs/examples/seed-node6-node7.yaml"), cpus=2, memory_mb=2000)
+    spec = load_spec(str(REPO / "configs/examples/node6-node7-one-gpu-each.yaml"), cpus=2, memory_mb=2000)
     return prolog_for(tmp_path, spec, root="/state/seed")
 
 
@@ -146,7 +146,7 @@ def test_name_resolution_and_marker_exports(seed_prolog):
     out = run_prolog(seed_prolog, SLURMD_NODENAME="node6")
     assert out["LD_PRELOAD"] == NSS_LIB
     assert out["NSS_WRAPPER_HOSTS"] == "/state/seed/etc/hosts"
-    assert out["SIMCLUSTER_CLUSTER"] == "seed"
+    assert out["SIMCLUSTER_CLUSTER"] == "node6-node7"
     assert out["SIMCLUSTER_STATE_DIR"] == "/state/seed"
 
 

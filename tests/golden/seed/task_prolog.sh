@@ -1,5 +1,5 @@
 #!/bin/sh
-# TaskProlog for cluster "seed", rendered by simcluster from
+# TaskProlog for cluster "node6-node7", rendered by simcluster from
 # configs/templates/task_prolog.sh.j2. Runs before every task of every job step; each
 # "export K=V" line it prints is set in the task's environment. It must print nothing else.
 #
@@ -54,5 +54,5 @@ if [ -x "/state/seed/etc/bin/nvidia-smi" ]; then
     *) echo "export PATH=/state/seed/etc/bin${PATH:+:$PATH}" ;;
   esac
 fi
-echo "export SIMCLUSTER_CLUSTER=seed"
+echo "export SIMCLUSTER_CLUSTER=node6-node7"
 echo "export SIMCLUSTER_STATE_DIR=/state/seed"

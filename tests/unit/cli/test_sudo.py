@@ -76,13 +76,13 @@ def test_up_sudo_reads_the_spec_as_the_user_before_anything_runs_as_root(monkeyp
     bad = CliRunner().invoke(cli, ["up", "--sudo", "--nodes", "0"])
     assert bad.exit_code == 2 and "nodes: 0 is out of range" in bad.output
     assert calls == []  # bad input: nothing ran as root
-    spec = Path(sudo.__file__).resolve().parents[1] / "configs" / "examples" / "seed-node6-node7.yaml"
+    spec = Path(sudo.__file__).resolve().parents[1] / "configs" / "examples" / "node6-node7-one-gpu-each.yaml"
     good = CliRunner().invoke(cli, ["up", "--sudo", "--config", str(spec)])
     assert good.exit_code == 0, good.output
     # The cluster's name comes from the spec file: the user is told how to reach that one.
-    assert calls == ["up 'seed'"]
-    assert 'eval "$(simcluster env --name seed)"' in good.output
-    assert "simcluster down --sudo --name seed" in good.output
+    assert calls == ["up 'node6-node7'"]
+    assert 'eval "$(simcluster env --name node6-node7)"' in good.output
+    assert "simcluster down --sudo --name node6-node7" in good.output
 
 
 def test_down_sudo_refuses_a_cluster_of_the_users_own(monkeypatch, tmp_path):

@@ -41,12 +41,12 @@ def test_flags_override_the_file_and_none_flags_do_not(tmp_path):
 
 
 def test_fake_gpus_flag_on_a_real_gpu_file():
-    spec = load_spec(str(EXAMPLES_BY_NAME["seed-node6-node7"]), {"fakeGpus": True})
+    spec = load_spec(str(EXAMPLES_BY_NAME["node6-node7-one-gpu-each"]), {"fakeGpus": True})
     assert spec.fake_gpus is True and spec.all_gpus == [6, 7]
 
 
 def test_a_node_count_flag_replaces_the_files_node_list():
-    spec = load_spec(str(EXAMPLES_BY_NAME["seed-node6-node7"]), {"nodes": 3}, cpus=2, memory_mb=2000)
+    spec = load_spec(str(EXAMPLES_BY_NAME["node6-node7-one-gpu-each"]), {"nodes": 3}, cpus=2, memory_mb=2000)
     # The file's partition names node6 and node7 by ALL, so this is valid: node1..node3.
     assert [n.name for n in spec.nodes] == ["node1", "node2", "node3"]
 
@@ -107,7 +107,7 @@ def test_binary_file_is_usage_error(tmp_path):
 
 
 def test_there_are_examples():
-    assert {"seed-node6-node7", "two-node-fake-gpus", "eight-node-partitions"} <= set(EXAMPLES_BY_NAME)
+    assert {"node6-node7-one-gpu-each", "two-node-fake-gpus", "eight-node-partitions"} <= set(EXAMPLES_BY_NAME)
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])
@@ -119,8 +119,8 @@ def test_every_example_loads(path):
 
 
 def test_seed_example_is_the_seeds_cluster():
-    spec = load_spec(str(EXAMPLES_BY_NAME["seed-node6-node7"]), cpus=2, memory_mb=2000)
-    assert spec.name == "seed" and spec.fake_gpus is False
+    spec = load_spec(str(EXAMPLES_BY_NAME["node6-node7-one-gpu-each"]), cpus=2, memory_mb=2000)
+    assert spec.name == "node6-node7" and spec.fake_gpus is False
     assert spec.nodes == (NodeSpec("node6", (6,), 112, 240000, 17016),
                           NodeSpec("node7", (7,), 112, 240000, 17017))
     assert [(p.name, p.nodes, p.default) for p in spec.partitions] == [("gpu", ("node6", "node7"), True)]

@@ -45,9 +45,9 @@ def test_each_conf_mirrors_as_expected(name):
 
 
 def test_the_seed_conf_is_the_seed_example():
-    ours = load_spec(None, {"name": "seed"}, cpus=2, memory_mb=2000,
+    ours = load_spec(None, {"name": "node6-node7"}, cpus=2, memory_mb=2000,
                      base=mirror(str(CORPUS / "seed" / "slurm.conf")).raw)
-    assert ours == load_spec(str(REPO / "configs/examples/seed-node6-node7.yaml"), {"fakeGpus": True},
+    assert ours == load_spec(str(REPO / "configs/examples/node6-node7-one-gpu-each.yaml"), {"fakeGpus": True},
                              cpus=2, memory_mb=2000)
 
 

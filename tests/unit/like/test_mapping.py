@@ -25,8 +25,8 @@ SEED_GRES = "NodeName=node6 Name=gpu File=/dev/nvidia6\nNodeName=node7 Name=gpu 
 @pytest.mark.parametrize("gpus, fake", [(None, True), ([6, 7], False)])
 def test_the_seed_fragment_is_the_seed_cluster(mirror_of, gpus, fake):
     m = mirror_of(SEED, gres=SEED_GRES, gpus=gpus)
-    ours = load_spec(None, {"name": "seed"}, cpus=2, memory_mb=2000, base=m.raw)
-    example = load_spec(str(REPO / "configs/examples/seed-node6-node7.yaml"),
+    ours = load_spec(None, {"name": "node6-node7"}, cpus=2, memory_mb=2000, base=m.raw)
+    example = load_spec(str(REPO / "configs/examples/node6-node7-one-gpu-each.yaml"),
                         {"fakeGpus": True} if fake else None, cpus=2, memory_mb=2000)
     assert ours == example
     assert [n.gpus for n in ours.nodes] == [(6,), (7,)] and [n.port for n in ours.nodes] == [17016, 17017]
