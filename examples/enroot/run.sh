@@ -1,9 +1,9 @@
 #!/bin/bash
-# The seed's Enroot/pyxis training workflow on a 2-node simcluster cluster (README.md here).
+# A published Enroot/pyxis training workflow on a 2-node simcluster cluster (README.md here).
 #
 #   sudo examples/enroot/run.sh            # as root: container options need the local backend as root
 #
-# Environment: SCRATCH (default /scratch/$USER, the seed's tree), NAME (cluster, default enroot),
+# Environment: SCRATCH (default /scratch/$USER, the workflow's tree), NAME (cluster, default enroot),
 # IMAGE (default dockerd://simcluster/node:0.1.0-train: Slurm's client, Python, numpy and torch),
 # KEEP=1 keeps the cluster up afterwards.
 set -euo pipefail
@@ -14,7 +14,7 @@ SCRATCH=${SCRATCH:-/scratch/$USER}
 IMAGE=${IMAGE:-dockerd://simcluster/node:0.1.0-train}
 sqsh=$SCRATCH/home/containers/pytorch-23.10.sqsh
 
-# The seed's tree: the code (the container's workdir), data, out/slurm, the image.
+# The workflow's tree: the code (the container's workdir), data, out/slurm, the image.
 mkdir -p "$SCRATCH/home/containers" "$SCRATCH/py-in-container" "$SCRATCH/data" "$SCRATCH/out/slurm"
 cp -r "$here/lit-gpt" "$SCRATCH/py-in-container/"
 [ -f "$sqsh" ] || $simcluster image import "$IMAGE" -o "$sqsh"
@@ -24,7 +24,7 @@ $simcluster up --name "$NAME" --like "$here/slurm.conf" --gres-conf "$here/gres.
 [ -n "${KEEP:-}" ] || trap '$simcluster down --name "$NAME"' EXIT
 eval "$($simcluster env --name "$NAME")"
 
-# The seed's sbatch line as written, with --nodes=2 and /scratch/$USER as $SCRATCH.
+# The workflow's sbatch line as written, with --nodes=2 and /scratch/$USER as $SCRATCH.
 cd "$SCRATCH/py-in-container/lit-gpt"
 job=$(sbatch --parsable --nodes=2 --gpus-per-node=8 --ntasks-per-node=8 --cpus-per-task=28 \
        --account=itscspod --partition=admin \

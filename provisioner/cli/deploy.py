@@ -14,7 +14,10 @@ from provisioner.progress import stderr as progress_stderr
               help="Cluster spec YAML (apiVersion: simcluster/v1), as for 'up'.")
 @click.option("--check", is_flag=True, help="Show what would change; change nothing (Ansible check mode).")
 @click.option("--training", is_flag=True,
-              help="Also install torch 2.13.0 (CPU) into /opt/simcluster/venv on every compute host, from wheels collected here.")
+              help="Also install torch 2.13.0 (and numpy) into "
+                   "/opt/simcluster/venv on every compute host, from wheels collected here: torch "
+                   "is the build pip finds, the CUDA one (several GB) unless pip is pointed at "
+                   "PyTorch's CPU index (docs/deploy.md#training-stack).")
 @click.option("--insecure-accept-host-key", "insecure", is_flag=True,
               help="Do not check SSH host keys (throwaway test hosts only).")
 def command(inventory, config_path, check, training, insecure):

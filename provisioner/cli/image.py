@@ -18,7 +18,9 @@ def command():
 
 
 @command.command("build")
-@click.option("--train", is_flag=True, help="Include the training stack (torch 2.13.0 CPU wheel, deepspeed, megatron-core).")
+@click.option("--train", is_flag=True, help="Include the training stack (torch 2.13.0, deepspeed, megatron-core): torch is the build "
+                   "pip finds, the CUDA one (several GB) unless pip is pointed at PyTorch's CPU index "
+                   "(docs/deploy.md#training-stack).")
 @click.option("--offline", is_flag=True, default=None,
               help="Bootstrap the base image with debootstrap without trying a registry first.")
 @click.option("--no-cache", is_flag=True, help="Rebuild every layer.")

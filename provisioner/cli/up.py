@@ -34,7 +34,8 @@ def command(name, retain, recreate, sudo, **options):
 
     Each node is a host of its own: as root a network namespace and cgroups each (--mem
     and GPU devices enforced; a job sees its GPUs numbered from 0, as Slurm numbers them),
-    rootless the physical GPU ids and a loopback address each (`up` says what is missing).
+    rootless the physical GPU ids and a loopback address each (`up` says what is missing;
+    which GPU ids a job sees: docs/gpus.md#which-gpu-ids-a-job-sees).
     Node names resolve inside jobs. Running `up` again with the same spec (or `up --name NAME`
     alone: the cluster's stored spec, also after `simcluster scale`) does nothing, or, if
     daemons died (a crash, a reboot, `simcluster fault`), restarts them in place: same ports,

@@ -36,7 +36,7 @@ from provisioner.verify.jobs import JobError
 from provisioner.verify.outcome import CheckFailed, Outcome
 
 DAY_S = 24 * 3600
-SIGNAL_OFFSET = 90  # the workload's --signal=B:USR1@90, the book chapter's value
+SIGNAL_OFFSET = 90  # the workload's --signal=B:USR1@90, a common value in training scripts
 FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED")
 
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The seed's worker launcher, as written (its fragments in order): one per task.
+# The workflow's worker launcher, as written (its fragments in order): one per task.
 
 export GPT_WORLD_SIZE=$SLURM_STEP_NUM_TASKS
 export GPT_NUM_NODES=$SLURM_STEP_NUM_NODES

@@ -1,5 +1,5 @@
 #!/bin/bash
-# The seed's pre-launch script, as written (its fragments in order). It runs inside the
+# The workflow's pre-launch script, as written (its fragments in order). It runs inside the
 # container (sbatch --container-image=...): scontrol, python and srun come from the image.
 
 export DEBUG=$(echo "${DEBUG,,}" | grep -q -e '^on\|y\(es\)\?\|t\(rue\)\?\|1$' && echo 1 || echo 0)

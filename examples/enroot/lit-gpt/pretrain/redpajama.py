@@ -1,11 +1,11 @@
-"""Stand-in for lit-gpt's pretrain/redpajama.py: the seed launcher's command line, a tiny DDP run.
+"""Stand-in for lit-gpt's pretrain/redpajama.py: the workflow launcher's command line, a tiny DDP run.
 
-It takes the seed's arguments as written (model, steps and precision are read and ignored:
+It takes the workflow's arguments as written (model, steps and precision are read and ignored:
 the run is a few steps of a small linear model on CPU with gloo, or NCCL where CUDA is
 there), joins the process group from the launcher's ranks and MASTER_ADDR/MASTER_PORT, and
 checks what a real run depends on: every rank is distinct, the world size and the node and
 local ranks agree with Slurm's, and after the steps every rank holds the same weights.
-Rank 0 writes the summary to out/redpajama-<job>.json (out/ is the seed's output mount).
+Rank 0 writes the summary to out/redpajama-<job>.json (out/ is the workflow's output mount).
 """
 
 import argparse
