@@ -16,7 +16,16 @@ targets, links and named paths cannot drift.
 - every environment variable of simcluster's own (SIMCLUSTER_*, XDG_*, SSH_*) the code
   reads is in docs/environment.md;
 - every docs/PAGE.md#anchor that code, help texts, error hints and scripts name exists;
-- no project shorthand ("the seeds", "pitfall N", "issue NN") in the docs or --help texts;
+- every docs/PAGE.md#anchor the CLI prints in its --help texts exists (the rendered help, not
+  only the source);
+- a page's contents list (a bullet list of links to its own headings) names every section
+  of the page, in order, with the heading's own words;
+- every `simcluster CMD --flag` (and `CMD --flag`) the docs name is an option of that
+  command, and every camelCase spec key written as `key: value` is one the validator accepts;
+- no project shorthand or history in user-facing text ("the seeds", "the book chapter",
+  "our CI", "the 2-core dev machine", "pitfall N", "issue NN", commit ids): the docs,
+  --help texts, and the files shipped to users (configs/, examples/, the job scripts verify
+  writes);
 - every code path the docs name (`provisioner/...`, `configs/...`, `tests/...`, ...) exists,
   and a named symbol (`file.py:name`, `provisioner.module.name`) is defined there.
 
@@ -540,24 +549,227 @@ def test_docs_named_in_code_and_messages_exist():
     _fail_if(reference_problems(refs, lambda p: anchors(p.read_text())))
 
 
-# Shorthand of the project's own notes that users never saw: say what is meant instead.
-JARGON = re.compile(r"\bpitfall \d|\bthe seeds?\b|\bseeds'|\bseed (?:scripts?|documents?)\b|\bissue #?\d+", re.I)
+# Shorthand of the project's own notes and history that users never saw: say what is meant
+# instead. A path or a name with a slash, dash or underscore next to the word is a name,
+# not shorthand (tests/data/check/seeds/, --seed, manual_seed).
+JARGON = re.compile(
+    r"\bpitfall \d|(?<![\w/.-])(?:the seeds?\b(?![/_-])|seeds'|seed (?:scripts?|documents?|launcher)\b)"
+    r"|\bbook chapter|\bthe chapter's|\bour (?:own )?CI\b|\bdev machine\b|\b(?:this|the|our) (?:project's )?2-core\b"
+    r"|\bissues? #?\d+|\b(?:commit|main at|old =|new =) [0-9a-f]{7,40}\b|\((?:[0-9a-f]{7,12})\)"
+    r"|(?<![\w/.:-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,12}(?![\w/.-])", re.I)
 
 
 def jargon_problems(where: str, text: str) -> List[str]:
-    return [f"{where}:{n}: '{m.group(0)}' means nothing to a user: say what is meant (the book chapter's example "
-            f"scripts, or the bug itself)" for n, line in enumerate(text.splitlines(), 1)
-            for m in JARGON.finditer(line)]
+    return [f"{where}:{n}: '{m.group(0)}' means nothing to a user: say what is meant (the example scripts, "
+            f"the bug itself, the platform), or move the history to docs/dev/" for n, line in enumerate(text.splitlines(), 1)
+            for m in JARGON.finditer(line) if not _is_word(m.group(0), line, m.start())]
+
+
+def _is_word(found: str, line: str, start: int) -> bool:
+    """A bare hex match that is an ordinary word or number of the line, not a commit id:
+    all letters a-f ('defaced') cannot happen (a digit is required), so only ids that are
+    part of a longer token (a UUID, a hash in a URL) are spared here."""
+    return bool(re.match(r"[0-9a-f]{7,12}$", found, re.I)) and (line[start + len(found):start + len(found) + 1] == "-"
+                                                               or line[max(0, start - 1):start] == "-")
+
+
+# Files users get and read besides the docs: example specs, example job scripts, the job
+# scripts verify writes into their directories, the Ansible roles' inventory example.
+SHIPPED = ("configs/examples", "examples", "provisioner/workloads", "ansible/inventory.example.ini")
+
+
+def shipped_files() -> List[Path]:
+    out = []
+    for name in SHIPPED:
+        path = ROOT / name
+        out += [path] if path.is_file() else [p for p in sorted(path.rglob("*")) if p.is_file()
+                                              and p.suffix in (".yaml", ".yml", ".sh", ".slurm", ".sbatch", ".py",
+                                                               ".md", ".ini", ".json", "")]
+    return out
+
+
+def help_texts() -> List[Tuple[str, str]]:
+    """(command path, its whole --help output) of every command, as click renders it."""
+    from provisioner.cli.main import cli
+    out = []
+    for path, cmd in command_tree(cli):
+        ctx = click.Context(cmd, info_name=path)
+        out.append((path, cmd.get_help(ctx)))
+    return out
 
 
 def test_no_project_shorthand_in_docs_and_help():
     problems = []
     for page in doc_files():
         problems += jargon_problems(rel(page), page.read_text())
+    for path, text in help_texts():
+        problems += jargon_problems(f"`{path} --help`", text)
+    _fail_if(problems)
+
+
+def test_no_project_shorthand_in_shipped_files():
+    problems = []
+    for path in shipped_files():
+        problems += jargon_problems(rel(path), path.read_text(errors="replace"))
+    _fail_if(problems)
+
+
+def test_docs_the_help_texts_name_exist():
+    refs = [r for path, text in help_texts() for r in doc_references(f"`{path} --help`", text)]
+    assert any(page == "gpus.md" and anchor == "which-gpu-ids-a-job-sees" for _, page, anchor in refs)
+    _fail_if(reference_problems(refs, lambda p: anchors(p.read_text())))
+
+
+# One explanation of which CUDA_VISIBLE_DEVICES a job sees (it depends on device cgroups),
+# and every page that talks about it links there instead of telling it its own way.
+GPU_IDS = "gpus.md#which-gpu-ids-a-job-sees"
+GPU_IDS_LINKED_FROM = ("README.md", "docs/README.md", "docs/troubleshooting.md", "docs/verify.md",
+                       "docs/fidelity.md", "docs/environment.md", "docs/deploy.md")
+
+
+def test_gpu_numbering_is_explained_once_and_linked():
+    assert "which-gpu-ids-a-job-sees" in anchors((DOCS / "gpus.md").read_text())
+    problems = [f"{name}: talks about GPU ids in jobs without linking {GPU_IDS}" for name in GPU_IDS_LINKED_FROM
+                if GPU_IDS not in (ROOT / name).read_text()]
+    up_help = dict(help_texts())["simcluster up"]
+    if "docs/" + GPU_IDS not in up_help:
+        problems.append(f"`simcluster up --help` talks about GPU ids without naming docs/{GPU_IDS}")
+    _fail_if(problems)
+
+
+# --------------------------------------------------------------------- contents lists
+
+_CONTENTS_ITEM = re.compile(r"^\s*[-*]\s+\[([^\]]+)\]\(#([^)\s]+)\)\s*$")
+
+
+def contents_problems(page: str, text: str) -> List[str]:
+    """A page's contents list (3 or more consecutive bullets that only link to its own
+    headings) must list every heading of the level its items name, below the list, in
+    order, each item's words being the heading's."""
+    lines = text.splitlines()
+    blocks, current = [], []
+    for n, line in prose_lines(text):
+        m = _CONTENTS_ITEM.match(line)
+        if m and (not current or current[-1][0] == n - 1):
+            current.append((n, m.group(1), m.group(2)))
+        else:
+            if len(current) >= 3:
+                blocks.append(current)
+            current = [(n, m.group(1), m.group(2))] if m else []
+    if len(current) >= 3:
+        blocks.append(current)
+    problems = []
+    hs = headings(text)
+    slugs = {}
+    for level, title, n in hs:
+        slugs.setdefault(github_slug(title), (level, title, n))
+    for block in blocks:
+        end = block[-1][0]
+        levels = {slugs[a][0] for _, _, a in block if a in slugs}
+        for n, words, anchor in block:
+            if anchor not in slugs:
+                problems.append(f"{page}:{n}: the contents list links to '#{anchor}', which is no heading of the page")
+            elif words.strip() != slugs[anchor][1].strip().replace("`", "") and words.strip() != slugs[anchor][1].strip():
+                problems.append(f"{page}:{n}: the contents list says '{words}' for the heading "
+                                f"'{slugs[anchor][1]}': use the heading's words")
+        wanted = [(title, github_slug(title)) for level, title, n in hs if n > end and level in levels]
+        listed = [a for _, _, a in block]
+        for title, slug in wanted:
+            if slug not in listed:
+                problems.append(f"{page}: the contents list (line {block[0][0]}) misses the section '{title}': add "
+                                f"'- [{title}](#{slug})'")
+        order = [a for a in listed if a in [s for _, s in wanted]]
+        if order != [s for _, s in wanted if s in order]:
+            problems.append(f"{page}: the contents list (line {block[0][0]}) is not in the order of the page's sections")
+    return problems
+
+
+def test_contents_lists_match_the_headings():
+    problems = []
+    for page in doc_files():
+        problems += contents_problems(rel(page), page.read_text())
+    _fail_if(problems)
+
+
+# -------------------------------------------------------- flags and keys the docs name
+
+def _command_options() -> Dict[str, Set[str]]:
     from provisioner.cli.main import cli
-    for path, cmd in command_tree(cli):
-        texts = [cmd.help or ""] + [getattr(p, "help", None) or "" for p in cmd.params]
-        problems += jargon_problems(f"`{path} --help`", "\n".join(texts))
+    glob_opts = set(option_names(cli))
+    return {path: set(option_names(cmd)) | glob_opts for path, cmd in command_tree(cli)}
+
+
+def flag_problems(page: str, text: str, commands: Dict[str, Set[str]]) -> List[str]:
+    """`simcluster CMD [SUB] ... --flag` in code spans and in code-block lines, and `CMD
+    --flag` in code spans: each --flag must be an option of that command. Stops at a pipe,
+    a ';', '&&' or '--' (what follows is another program's)."""
+    tops = {p.split()[1] for p in commands if len(p.split()) > 1}
+    candidates = []
+    fenced = False
+    for n, line in enumerate(text.splitlines(), 1):
+        if _FENCE.match(line):
+            fenced = not fenced
+            continue
+        if fenced:
+            for m in re.finditer(r"(?:^|[\s($`'\"])(simcluster\s+[^|;&#`'\")]*)", line):
+                candidates.append((n, m.group(1)))
+        else:
+            for span in code_spans(line):
+                m = re.search(r"(?:^|\s)(simcluster\s+.*)$", span)
+                if m:
+                    candidates.append((n, m.group(1)))
+                elif span.split()[:1] and span.split()[0] in tops and len(span.split()) > 1 \
+                        and span.split()[1].startswith("--"):
+                    candidates.append((n, "simcluster " + span))
+    problems = []
+    for n, cmdline in candidates:
+        words = re.split(r"\s+", re.split(r"\s(?:\||;|&&|--)(?:\s|$)", cmdline)[0].strip())
+        path = "simcluster"
+        for w in words[1:]:
+            if f"{path} {w}" in commands:
+                path = f"{path} {w}"
+            elif not w.startswith("-"):
+                if path == "simcluster":
+                    break
+        else:
+            pass
+        if path == "simcluster":
+            continue
+        for w in words[1:]:
+            flag = w.split("=")[0]
+            if re.match(r"^--[a-z][\w-]*$", flag) and flag not in commands[path]:
+                problems.append(f"{page}:{n}: `{path}` has no option {flag}: fix the example, or add the option")
+    return problems
+
+
+def test_flags_named_in_docs_exist():
+    commands = _command_options()
+    problems = []
+    for page in doc_files():
+        problems += flag_problems(rel(page), page.read_text(), commands)
+    _fail_if(problems)
+
+
+def spec_key_problems(page: str, text: str, accepted: Set[str]) -> List[str]:
+    """`key: value` code spans whose key is camelCase (as spec keys are, and Ansible's
+    snake_case variables and action inputs are not) must name a key the validator accepts."""
+    problems = []
+    for n, line in prose_lines(text):
+        for span in code_spans(line):
+            m = re.match(r"^([a-z]+[A-Z][A-Za-z]*):(?:\s|$)", span)
+            if m and m.group(1) not in accepted:
+                problems.append(f"{page}:{n}: `{span}`: '{m.group(1)}' is no key of the cluster spec "
+                                f"(provisioner/config/validate.py): fix the name")
+    return problems
+
+
+def test_spec_keys_named_in_docs_exist():
+    from provisioner.config import validate
+    accepted = set(validate.TOP_KEYS) | set(validate.NODE_KEYS) | set(validate.PARTITION_KEYS) | \
+        set(validate.ACCOUNT_KEYS) | set(validate.QOS_KEYS)
+    problems = []
+    for page in doc_files():
+        problems += spec_key_problems(rel(page), page.read_text(), accepted)
     _fail_if(problems)
 
 
@@ -677,14 +889,62 @@ def test_reference_checker_finds_a_missing_page_and_anchor():
 
 
 def test_jargon_checker():
+    why = ("means nothing to a user: say what is meant (the example scripts, the bug itself, the platform), or "
+           "move the history to docs/dev/")
     assert jargon_problems("p.md", "ok\nas in the seeds' script (pitfall 1, issue 10)") == [
-        "p.md:2: 'the seeds' means nothing to a user: say what is meant (the book chapter's example scripts, or the "
-        "bug itself)",
-        "p.md:2: 'pitfall 1' means nothing to a user: say what is meant (the book chapter's example scripts, or "
-        "the bug itself)",
-        "p.md:2: 'issue 10' means nothing to a user: say what is meant (the book chapter's example scripts, or "
-        "the bug itself)"]
-    assert jargon_problems("p.md", "--seed 11, configs/examples/node6-node7-one-gpu-each.yaml, manual_seed") == []
+        f"p.md:2: 'the seeds' {why}", f"p.md:2: 'pitfall 1' {why}", f"p.md:2: 'issue 10' {why}"]
+    found = [p.split("'")[1] for p in jargon_problems("p.md", "\n".join([
+        "the book chapter's example cluster",
+        "not exercised by our CI; measured on the 2-core dev machine",
+        "on this 2-core machine, before (main at 244713a), old = fe56e21",
+        "alternating with the commit before (c16032e, the same image)",
+        "the seed's tree and The seed's sbatch line",
+    ]))]
+    assert found == ["book chapter", "our CI", "the 2-core", "dev machine", "this 2-core", "main at 244713a",
+                     "old = fe56e21", "c16032e", "the seed", "The seed"]
+    # Names and ordinary words are not shorthand.
+    assert jargon_problems("p.md", "--seed 11, configs/examples/node6-node7-one-gpu-each.yaml, manual_seed, "
+                                   "tests/data/check/seeds/, a seed with numpy, 1149781, deadbeef, "
+                                   "GPU-1a2b3c4d-0000, a 2-core host, 00000000:18:00.0") == []
+
+
+def test_contents_checker():
+    page = ("# T\n\n- [A](#a)\n- [B things](#b)\n- [Z](#z)\n\n## A\n\n## B\n\n## C\n\n### sub\n")
+    assert contents_problems("p.md", page) == [
+        "p.md:4: the contents list says 'B things' for the heading 'B': use the heading's words",
+        "p.md:5: the contents list links to '#z', which is no heading of the page",
+        "p.md: the contents list (line 3) misses the section 'C': add '- [C](#c)'"]
+    assert contents_problems("p.md", "- [B](#b)\n- [A](#a)\n- [C](#c)\n## A\n## B\n## C\n") == [
+        "p.md: the contents list (line 1) is not in the order of the page's sections"]
+    assert contents_problems("p.md", "- [A](#a)\n- [B](#b)\n- [C](#c)\n## A\n## B\n## C\n") == []
+
+
+def test_contents_checker_sees_the_real_troubleshooting_page():
+    """A section added to troubleshooting.md without its contents line fails."""
+    text = (DOCS / "troubleshooting.md").read_text() + "\n## A brand-new problem\n\ntext\n"
+    assert contents_problems("docs/troubleshooting.md", text) == [
+        "docs/troubleshooting.md: the contents list (line 11) misses the section 'A brand-new problem': add "
+        "'- [A brand-new problem](#a-brand-new-problem)'"]
+
+
+def test_flag_checker():
+    commands = {"simcluster": {"-v"}, "simcluster up": {"--nodes", "--sudo", "-v"},
+                "simcluster image": {"-v"}, "simcluster image build": {"--train", "-v"},
+                "simcluster exec": {"-v"}}
+    text = ("run `simcluster up --nodes 2 --gone`, `up --sudo`, `up --nope`, `image build --train`\n"
+            "```\n$ simcluster image build --trian\nsimcluster exec -- sbatch --wait x.sh\n"
+            "simcluster up --nodes 2 | grep --color x\n```\n`sbatch --wait` and `make demo`\n")
+    assert flag_problems("p.md", text, commands) == [
+        "p.md:1: `simcluster up` has no option --gone: fix the example, or add the option",
+        "p.md:1: `simcluster up` has no option --nope: fix the example, or add the option",
+        "p.md:3: `simcluster image build` has no option --trian: fix the example, or add the option"]
+
+
+def test_spec_key_checker():
+    text = "`fakeGpus: 2`, `failureDetection: fast`, `fakeGPUs: 2`, `sudo: auto`, `slurm_gpus: 0-7`\n"
+    assert spec_key_problems("p.md", text, {"fakeGpus", "failureDetection"}) == [
+        "p.md:1: `fakeGPUs: 2`: 'fakeGPUs' is no key of the cluster spec (provisioner/config/validate.py): fix "
+        "the name"]
 
 
 @pytest.mark.parametrize("token, problem", [
