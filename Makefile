@@ -119,11 +119,13 @@ test-integration: setup setup-train setup-test setup-containers setup-atf  ## th
 
 # Every figure with the machine, its load average and its floor beside it. About 15 minutes
 # on 2 cores; the docker image from nothing is left out (`scripts/bench_docker.py` alone times it).
+# Last, scripts/figures.py rewrites every figure other pages quote from the new tables.
 bench: setup setup-train setup-docker setup-containers  ## time up/down for 2..1024 nodes and memory per node, 1000 jobs, test --suite basic/all, docker up; write docs/benchmarks*.md
 	$(PY) scripts/bench.py --out docs/benchmarks.md
 	$(PY) scripts/bench_throughput.py --baseline --out docs/benchmarks-throughput.md
 	$(PY) scripts/bench_verify.py --out docs/benchmarks-verify.md
 	$(PY) scripts/bench_docker.py --skip-from-nothing --out docs/benchmarks-docker.md
+	$(PY) scripts/figures.py --write
 
 # Not part of `make test`: SOAK_MINUTES (default 30) of random faults against a job
 # stream on a 4-node --fast-failure --accounting cluster; writes docs/reliability.md.

@@ -46,6 +46,7 @@ from provisioner.cluster.runner import find_binary  # noqa: E402
 from provisioner.cluster.steps import steps_for  # noqa: E402
 from provisioner.providers.local import names  # noqa: E402
 from provisioner.providers.local.processes import cluster_pids, terminate  # noqa: E402
+import figures  # noqa: E402  (scripts/figures.py: the quotes of other pages' figures)
 
 DEFAULT_SIZES = [2, 16, 64, 256, 512, 1024]
 DEFAULT_REPEAT = {2: 5, 16: 5, 64: 3, 256: 3, 512: 2, 1024: 2}
@@ -548,12 +549,17 @@ def verdict(value: float, target: Optional[float]) -> str:
 
 def report(results: Dict[int, Dict], mach: Dict[str, str]) -> str:
     env_text = " ".join(f"`{k}={v}`" for k, v in daemons.SLURMD_ENV.items())
+    # The other pages' figures are quotes that scripts/figures.py fills from their tables
+    # (`make bench` runs it last), so this intro never repeats a stale number.
+    quote = lambda name: figures.fill(f'[?]({figures.FIGURES[name].page} "figure: {name}")')  # noqa: E731
     out = ["# Benchmarks", "",
-           "This page is the local backend. The docker backend (image from nothing 39 s, training",
-           "image 51 s more, cached rebuild 0.1 s; `up` to all-idle 2.0 s for 2 nodes, 2.9 s for 8) is",
+           f"This page is the local backend. The docker backend (image from nothing {quote('docker-image-from-nothing')}, "
+           f"training image {quote('docker-train-image')} more, cached rebuild {quote('docker-image-rebuild')}; "
+           f"`up` to all-idle {quote('docker-up-2')} for 2 nodes, {quote('docker-up-8')} for 8) is",
            "in [benchmarks-docker.md](benchmarks-docker.md); `verify` on both backends in",
            "[benchmarks-verify.md](benchmarks-verify.md); accounting in",
-           "[benchmarks-accounting.md](benchmarks-accounting.md) (+3.1 s for `up`; on docker +2.8 s,",
+           f"[benchmarks-accounting.md](benchmarks-accounting.md) (+{quote('accounting-extra')} for `up`; on docker "
+           f"+{quote('docker-accounting-extra')},",
            "[benchmarks-accounting-docker.md](benchmarks-accounting-docker.md)).", "",
            "## Local backend", "",
            "Reproduce: `make bench` (runs `scripts/bench.py --out docs/benchmarks.md`, a few "
