@@ -33,6 +33,7 @@ def test_marks_checker_finds_an_unmarked_skip_and_a_transcript_nobody_runs():
     assert "but its commands run" in unmarked_skips("README.md", marked_but_runs)[0]
     assert "does not run" in unmarked_skips("docs/elsewhere.md", "```\n$ echo hi\nhi\n```\n")[0]
     assert unmarked_skips("docs/elsewhere.md", marked) == []
+    assert unmarked_skips("docs/elsewhere.md", marked_but_runs) == []
     assert unmarked_skips("docs/elsewhere.md", "```\nsimcluster up   # no prompt: not a transcript\n```\n") == []
 
 
