@@ -209,12 +209,19 @@ def node_gres_files(shared_fstab: str, gres_of: Dict[str, str], etc: str) -> Dic
 # own UTS namespace /proc/sys/kernel/hostname is its host name, and writing it costs no
 # program start (one `hostname` per node was ~1 ms of CPU; `up` starts every node at once).
 SET_HOSTNAME = 'printf %s "$a" > /proc/sys/kernel/hostname'
+# In a user namespace (rootless) that file stays the initial namespace's (EACCES), while
+# sethostname(2) works on the UTS namespace the user namespace owns: `hostname NAME`.
+SET_HOSTNAME_USERNS = '{prog} "$a"'
 
 
-def script(template: str) -> str:
+def script(template: str, user_namespace: bool = False) -> str:
     """A namespace script with its programs by absolute path (the caller's PATH may lack
-    the directory: Debian's default PATH for users has no /usr/sbin or /sbin)."""
-    return template.format(mount=shlex.quote(find_binary("mount") or "mount"), hostname=SET_HOSTNAME,
+    the directory: Debian's default PATH for users has no /usr/sbin or /sbin).
+    ``user_namespace``: the script runs in a user namespace (rootless), where the host name
+    is set with sethostname(2) (`hostname`), not through /proc/sys."""
+    hostname = SET_HOSTNAME_USERNS.format(prog=shlex.quote(find_binary("hostname") or "hostname")) \
+        if user_namespace else SET_HOSTNAME
+    return template.format(mount=shlex.quote(find_binary("mount") or "mount"), hostname=hostname,
                            umount=shlex.quote(find_binary("umount") or "umount"))
 
 
@@ -325,7 +332,8 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
                      spool: Optional[str] = None, netns: Optional[str] = None,
                      cgroup_join: Optional[str] = None, cgroup_procs: Sequence[str] = (),
                      starter: Optional[str] = None, cgroup_ns: Optional[str] = None,
-                     fresh_boottime: bool = False, outer_cgroup_procs: Optional[str] = None) -> List[str]:
+                     fresh_boottime: bool = False, outer_cgroup_procs: Optional[str] = None,
+                     enter: Sequence[str] = ()) -> List[str]:
     """The argv prefix that starts a daemon in mount and UTS namespaces of its own with the
     bind mounts of ``fstab`` (node_fstab: the cluster's hosts file as /etc/hosts, its config
     directory as /etc/slurm, ...), and the host name the node's (the value after ``-N`` in the
@@ -388,7 +396,26 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
     sets the node's BootTime, counts from that start (slurmctld: "Node X rebooted N secs
     ago"; with ReturnToService 0 or 1, "Node unexpectedly rebooted"), and so do `uptime`
     and /proc/uptime in jobs. CLOCK_MONOTONIC and the wall clock stay the host's.
+
+    Rootless with a network of the cluster's own (``enter``: userns.enter_argv, the argv
+    that joins the cluster's user and mount namespaces, where the user is root and the
+    nodes' network namespaces are kept): the rest is root's chain (or the starter), run as
+    that namespace's root, with the user mapped back to itself last (an inner user
+    namespace, as without ``enter``), so slurmd and its jobs run as the user.
     """
+    if enter:
+        inner = _namespace_prefix(fstab, 0, 0, init, spool, netns, None, (), starter, None, fresh_boottime, None,
+                                  user_namespace=True)
+        return [*enter, *inner, find_binary("unshare") or "unshare", "--user", f"--map-user={uid}",
+                f"--map-group={gid}"]
+    return _namespace_prefix(fstab, uid, gid, init, spool, netns, cgroup_join, cgroup_procs, starter, cgroup_ns,
+                             fresh_boottime, outer_cgroup_procs, user_namespace=uid != 0)
+
+
+def _namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str], spool: Optional[str],
+                      netns: Optional[str], cgroup_join: Optional[str], cgroup_procs: Sequence[str],
+                      starter: Optional[str], cgroup_ns: Optional[str], fresh_boottime: bool,
+                      outer_cgroup_procs: Optional[str], user_namespace: bool) -> List[str]:
     if uid == 0 and init and starter:
         opts = ["--net", netns] if netns else []
         for procs in cgroup_procs:
@@ -410,8 +437,8 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
     if uid == 0 and cgroup_ns:
         template = _V2_BEFORE_MOUNT + template.replace(_AFTER_MOUNT, _AFTER_MOUNT + (
             _V2_AFTER_MOUNT.format(pids="1 $$") if init else _V2_AFTER_MOUNT.format(pids="$$")), 1)
-    argv = [init, "--", sh, "-c", script(template), fstab, spool or ""] if init \
-        else [sh, "-c", script(template), fstab]
+    argv = [init, "--", sh, "-c", script(template, user_namespace), fstab, spool or ""] if init \
+        else [sh, "-c", script(template, user_namespace), fstab]
     if uid == 0:
         first = [find_binary("nsenter") or "nsenter", f"--net={netns}"] if netns else []
         if cgroup_join:

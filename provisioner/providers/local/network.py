@@ -26,6 +26,13 @@ Addresses come from 198.18.0.0/15, the block set aside for network benchmarking 
 that no LAN should use, a subnet per cluster that no route of this host overlaps.
 The host's side is made by one `ip -batch` process (not one `ip` per device); each
 namespace's address, links and route by netlink requests from this process (netlink.py).
+
+Rootless (an ordinary user), the same network is made one level down (userns.py): in a user
+namespace of the cluster's own, whose network namespace plays this host's part (the parent
+device, the "host" macvlan) and whose root may make devices and namespaces. Its nodes'
+namespaces are kept as files in the cluster's directory (Network.netns_dir, bind mounts of
+that user namespace's mount namespace; /run/netns belongs to root), and every function here
+that changes them runs as that namespace's root, by the same code (userns.call).
 """
 
 from __future__ import annotations
@@ -69,8 +76,8 @@ def netns_name(tag: str, key: str) -> str:
     return f"simcluster-{tag}-{key}"
 
 
-def netns_path(tag: str, key: str) -> str:
-    return f"{NETNS_DIR}/{netns_name(tag, key)}"
+def netns_path(tag: str, key: str, netns_dir: str = NETNS_DIR) -> str:
+    return f"{netns_dir}/{netns_name(tag, key)}"
 
 
 @dataclass(frozen=True)
@@ -81,6 +88,17 @@ class Network:
     subnet: str  # "198.18.4.0/24"
     host_addr: str  # this host's address on it (the Slurm commands run here use it)
     addrs: Dict[str, str]  # key (CONTROLLER_KEY or a node's name) -> address
+    # Where the namespaces are kept: root's /run/netns (`ip netns`), or rootless the
+    # cluster's own directory, seen as namespaces only in its user namespace (userns.py).
+    netns_dir: str = NETNS_DIR
+
+    @property
+    def rootless(self) -> bool:
+        return self.netns_dir != NETNS_DIR
+
+    def netns(self, key: str) -> str:
+        """The file that keeps ``key``'s network namespace."""
+        return netns_path(self.tag, key, self.netns_dir)
 
     @property
     def prefixlen(self) -> int:
@@ -95,11 +113,15 @@ class Network:
         return host_if_name(self.tag)
 
     def to_dict(self) -> Dict:
-        return {"tag": self.tag, "subnet": self.subnet, "host_addr": self.host_addr, "addrs": dict(self.addrs)}
+        d = {"tag": self.tag, "subnet": self.subnet, "host_addr": self.host_addr, "addrs": dict(self.addrs)}
+        if self.rootless:
+            d["netns_dir"] = self.netns_dir
+        return d
 
     @classmethod
     def from_dict(cls, d: Dict) -> "Network":
-        return cls(tag=d["tag"], subnet=d["subnet"], host_addr=d["host_addr"], addrs=dict(d["addrs"]))
+        return cls(tag=d["tag"], subnet=d["subnet"], host_addr=d["host_addr"], addrs=dict(d["addrs"]),
+                   netns_dir=d.get("netns_dir", NETNS_DIR))
 
 
 def prefix_for(count: int) -> int:
@@ -143,13 +165,13 @@ def pick_subnet(count: int, taken: Iterable[str], routed: Iterable[ipaddress.IPv
     return random.Random(seed).choice(candidates)
 
 
-def plan(tag: str, subnet: ipaddress.IPv4Network, nodes: List[str]) -> Network:
+def plan(tag: str, subnet: ipaddress.IPv4Network, nodes: List[str], netns_dir: str = NETNS_DIR) -> Network:
     """Addresses in ``subnet``: the host first, then the controller, then the nodes in order."""
     hosts = subnet.hosts()
     host_addr, ctl = str(next(hosts)), str(next(hosts))
     addrs = {CONTROLLER_KEY: ctl}
     addrs.update({n: str(next(hosts)) for n in nodes})
-    return Network(tag=tag, subnet=str(subnet), host_addr=host_addr, addrs=addrs)
+    return Network(tag=tag, subnet=str(subnet), host_addr=host_addr, addrs=addrs, netns_dir=netns_dir)
 
 
 def _ip() -> str:
@@ -202,9 +224,30 @@ def _link_exists(name: str) -> bool:
     return os.path.exists(f"/sys/class/net/{name}")
 
 
+def _is_namespace(path: str) -> bool:
+    """Is ``path`` a namespace's file (a mount point: nsfs), not just the empty file under it?"""
+    try:
+        return os.stat(path).st_dev != os.stat(os.path.dirname(path)).st_dev
+    except OSError:
+        return False
+
+
 def missing(net: Network) -> List[str]:
     """Keys of ``net`` whose namespace does not exist (all of them after a reboot)."""
-    return [k for k in net.addrs if not os.path.exists(netns_path(net.tag, k))]
+    if not net.rootless:
+        return [k for k in net.addrs if not os.path.exists(net.netns(k))]
+    if os.geteuid() != 0:  # this host's view: the namespaces are the user namespace's mounts
+        from provisioner.providers.local import userns
+        seen = userns.view(net.netns_dir)
+        return list(net.addrs) if seen is None else [k for k in net.addrs if not _is_namespace(seen + net.netns(k))]
+    return [k for k in net.addrs if not _is_namespace(net.netns(k))]
+
+
+def _ip_in(net: Network, key: str) -> List[str]:
+    """`ip` in ``key``'s namespace."""
+    if net.rootless:
+        return [find_binary("nsenter") or "nsenter", f"--net={net.netns(key)}", _ip()]
+    return [_ip(), "-n", netns_name(net.tag, key)]
 
 
 def _run_batch(argv: List[str], lines: List[str], what: str) -> subprocess.Popen:
@@ -297,7 +340,7 @@ def forward_srun(net: Network) -> str:
     script = ("echo 1 > /proc/sys/net/ipv4/conf/all/route_localnet && "
               f'"$0" -w -t nat -A OUTPUT -d 127.0.0.1/32 -p tcp --dport {ports} -j DNAT --to-destination {net.host_addr} && '
               f'"$0" -w -t nat -A POSTROUTING -d {net.host_addr}/32 -p tcp --dport {ports} -j SNAT --to-source {ctl}')
-    argv = [find_binary("nsenter") or "nsenter", f"--net={netns_path(net.tag, CONTROLLER_KEY)}", sh, "-c", script,
+    argv = [find_binary("nsenter") or "nsenter", f"--net={net.netns(CONTROLLER_KEY)}", sh, "-c", script,
             iptables]
     try:
         res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=30)
@@ -313,7 +356,11 @@ def create(net: Network, keys: Optional[List[str]] = None) -> str:
     """Make what of ``net`` is missing: the parent device and the host's macvlan, then the
     namespace of each of ``keys`` (default: every missing one) with its macvlan, address,
     loopback and a default route through the host, and for a new controller namespace
-    forward_srun. Returns kernel_room's line and forward_srun's, if any."""
+    forward_srun. Returns kernel_room's line and forward_srun's, if any. Rootless: the same,
+    as the root of the cluster's user namespace (userns.call)."""
+    if net.rootless and os.geteuid() != 0:
+        from provisioner.providers.local import userns
+        return userns.call("create", net, missing(net) if keys is None else keys)
     keys = missing(net) if keys is None else keys
     lines = []
     if not _link_exists(net.parent):
@@ -329,29 +376,32 @@ def create(net: Network, keys: Optional[List[str]] = None) -> str:
     # host's ("File exists" where the host's NIC is eth0) even when it is made right into
     # another namespace.
     created_as = {k: creation_name(net.tag, i) for i, k in enumerate(keys)}
+    if net.rootless:
+        _make_namespace_files([net.netns(k) for k in keys])
     for k in keys:
-        lines += [f"netns add {netns_name(net.tag, k)}",
-                  f"link add link {net.parent} name {created_as[k]} netns {netns_name(net.tag, k)} "
+        lines += ([] if net.rootless else [f"netns add {netns_name(net.tag, k)}"]) + [
+                  f"link add link {net.parent} name {created_as[k]} netns "
+                  f"{net.netns(k) if net.rootless else netns_name(net.tag, k)} "
                   f"address {mac_of(net.addrs[k])} type macvlan mode bridge"]
     # The controller learns the new nodes too (all of them when it is new itself).
     neighbours = {k: static_neighbours(net, k) for k in keys}
-    if CONTROLLER_KEY not in neighbours and keys and os.path.exists(netns_path(net.tag, CONTROLLER_KEY)):
+    if CONTROLLER_KEY not in neighbours and keys and CONTROLLER_KEY not in missing(net):
         neighbours[CONTROLLER_KEY] = [(net.addrs[k], mac_of(net.addrs[k])) for k in keys]
     if lines:
         _check(_run_batch([_ip()], lines, "host side"))
     try:
         from provisioner.providers.local import netlink  # lazy: ctypes, only when namespaces are made
-        netlink.configure([(netns_path(net.tag, k), NODE_IF, net.addrs[k], net.prefixlen, net.host_addr)
+        netlink.configure([(net.netns(k), NODE_IF, net.addrs[k], net.prefixlen, net.host_addr)
                            for k in keys],
-                          {netns_path(net.tag, k): pairs for k, pairs in neighbours.items()},
-                          {netns_path(net.tag, k): created_as[k] for k in keys})
+                          {net.netns(k): pairs for k, pairs in neighbours.items()},
+                          {net.netns(k): created_as[k] for k in keys})
     except OSError:
         # The same with `ip`, one process per namespace (idempotent: "replace" where the
         # netlink round got part of the way; a rename already done fails, and is ignored).
         for k in keys:
-            subprocess.run([_ip(), "-n", netns_name(net.tag, k), "link", "set", created_as[k], "name", NODE_IF],
+            subprocess.run(_ip_in(net, k) + ["link", "set", created_as[k], "name", NODE_IF],
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        procs = [_run_batch([_ip(), "-n", netns_name(net.tag, k)],
+        procs = [_run_batch(_ip_in(net, k),
                             ([f"addr replace {net.addrs[k]}/{net.prefixlen} dev {NODE_IF}", f"link set {NODE_IF} up",
                               "link set lo up", f"route replace default via {net.host_addr}"] if k in keys else [])
                             + [f"neigh replace {a} lladdr {m} dev {NODE_IF} nud permanent" for a, m in pairs], k)
@@ -361,10 +411,25 @@ def create(net: Network, keys: Optional[List[str]] = None) -> str:
     # A new controller namespace (at `up`, or after a reboot) gets srun's ports passed on.
     srun_note = forward_srun(net) if CONTROLLER_KEY in keys else ""
     try:
-        on_machine = len(os.listdir(NETNS_DIR))
+        on_machine = len(os.listdir(NETNS_DIR)) + (len(net.addrs) if net.rootless else 0)
     except OSError:
         on_machine = len(net.addrs)
     return "\n   ".join(line for line in (kernel_room(on_machine), srun_note) if line)
+
+
+def _make_namespace_files(paths: List[str]) -> None:
+    """A network namespace kept at each of ``paths`` (rootless: `ip netns add` makes them in
+    /run/netns, root's): the file, then `unshare --net=FILE`, which bind-mounts the new
+    namespace on it; one shell for all of them."""
+    for path in paths:
+        open(path, "a").close()
+    script = 'u=$1; shift; for p; do "$u" --net="$p" true || exit 1; done'
+    res = subprocess.run([find_binary("sh") or "/bin/sh", "-c", script, "sh", find_binary("unshare") or "unshare",
+                          *paths], stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    if res.returncode != 0:
+        raise StartupError(f"making the nodes' network namespaces failed: {res.stdout.strip()[-300:]}",
+                           "the nodes need user namespaces and the kernel's bridge and macvlan devices",
+                           doc="docs/troubleshooting.md#network-namespaces")
 
 
 def _namespaces(tag: str) -> List[str]:
@@ -381,9 +446,14 @@ def _devices(tag: str) -> List[str]:
     return [dev for dev in (bridge_name(tag), host_if_name(tag)) if _link_exists(dev)]
 
 
-def delete(tag: str) -> None:
+def delete(tag: str, netns_dir: str = NETNS_DIR) -> None:
     """Remove every namespace and device of the cluster tagged ``tag`` (what is already gone
-    is skipped): deleting a namespace takes its macvlan with it."""
+    is skipped): deleting a namespace takes its macvlan with it. Rootless (``netns_dir`` the
+    cluster's own): its user namespace's holder ends, and the kernel frees all of it."""
+    if netns_dir != NETNS_DIR:
+        from provisioner.providers.local import userns
+        userns.stop_holder(netns_dir)
+        return
     # The parent device first: deleting it takes every macvlan on it (the host's and the
     # nodes') in one go; each device deletion waits for the kernel (~40 ms), not each macvlan.
     lines = [f"link del {dev}" for dev in _devices(tag)[:1]]
@@ -397,6 +467,16 @@ def delete(tag: str) -> None:
 def delete_nodes(net: Network, keys: List[str]) -> None:
     """Remove the namespaces of ``keys`` (nodes leaving a running cluster; each takes its
     macvlan with it); the rest of the network stays."""
+    if net.rootless:
+        if os.geteuid() != 0:
+            from provisioner.providers.local import userns
+            userns.call("delete_nodes", net, keys)
+            return
+        paths = [net.netns(k) for k in keys if _is_namespace(net.netns(k))]
+        if paths:
+            subprocess.run([find_binary("umount") or "umount", *paths], stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)
+        return
     lines = [f"netns del {netns_name(net.tag, k)}" for k in keys if os.path.exists(netns_path(net.tag, k))]
     if lines:
         subprocess.run([_ip(), "-force", "-batch", "-"], input="\n".join(lines) + "\n", text=True,
@@ -409,9 +489,12 @@ def unplug(net: Network, key: str) -> bool:
     namespace can be deleted and made again (create) without its macvlan's address in the
     way (the old namespace may live on a while: orphaned TCP sockets hold it). False where
     the namespace does not exist."""
-    if not os.path.exists(netns_path(net.tag, key)):
+    if net.rootless and os.geteuid() != 0:
+        from provisioner.providers.local import userns
+        return userns.call("unplug", net, [key]) == "True"
+    if key in missing(net):
         return False
-    res = subprocess.run([_ip(), "-n", netns_name(net.tag, key), "link", "del", NODE_IF], stdout=subprocess.PIPE,
+    res = subprocess.run(_ip_in(net, key) + ["link", "del", NODE_IF], stdout=subprocess.PIPE,
                          stderr=subprocess.STDOUT, text=True)
     if res.returncode != 0 and _has_link(net, key):
         raise StartupError(f"cutting {key} off the cluster's network failed: {res.stdout.strip()[-200:]}")
@@ -419,23 +502,29 @@ def unplug(net: Network, key: str) -> bool:
 
 
 def _has_link(net: Network, key: str) -> bool:
-    res = subprocess.run([_ip(), "-n", netns_name(net.tag, key), "link", "show", NODE_IF],
+    res = subprocess.run(_ip_in(net, key) + ["link", "show", NODE_IF],
                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return res.returncode == 0
 
 
-def leftovers(tag: str) -> List[str]:
+def leftovers(tag: str, netns_dir: str = NETNS_DIR) -> List[str]:
     """Namespaces and devices of ``tag`` that still exist (for tests and `down`'s check)."""
+    if netns_dir != NETNS_DIR:
+        from provisioner.providers.local import userns
+        pid = userns.holder_pid(netns_dir)
+        return [f"user namespace holder {pid}"] if pid else []
     return [f"netns {n}" for n in _namespaces(tag)] + [f"link {d}" for d in _devices(tag)]
 
 
 def unavailable_reason() -> str:
     """Why per-node network namespaces cannot be made here ("" when they may be): they need
-    root (CAP_NET_ADMIN and CAP_SYS_ADMIN in the host's namespaces) and `ip`. Whether the
-    kernel has the dummy and macvlan devices shows when `up` makes them (provision falls
-    back to the host's network, and says why, where it refuses)."""
-    if os.geteuid() != 0:
-        return "rootless: nodes share this host's network (a loopback address each; ports can clash)"
+    `ip`, and root (CAP_NET_ADMIN and CAP_SYS_ADMIN in the host's namespaces) or, rootless,
+    a user namespace of the cluster's own (userns.py: util-linux's unshare and nsenter).
+    Whether the kernel has the devices and lets the user make them shows when `up` makes
+    them (provision falls back to the host's network, and says why, where it refuses)."""
+    if os.geteuid() != 0 and not (find_binary("unshare") and find_binary("nsenter")):
+        return ("rootless without util-linux's unshare and nsenter: nodes share this host's network "
+                "(a loopback address each; ports can clash)")
     if not find_binary("ip"):
         return "no 'ip' program (apt-get install iproute2): nodes share this host's network"
     return ""

@@ -36,7 +36,7 @@ from provisioner.providers.base import Crashable, NodeProcesses, Progress, Provi
 from provisioner.providers.local import preflight
 from provisioner.providers.local.ports import allocate_ports
 from provisioner.providers.local.processes import cluster_pids, node_pids, terminate
-from provisioner.providers.local import cgroups, names, network
+from provisioner.providers.local import cgroups, names, network, userns
 from provisioner.render import AccountingInputs, RenderInputs, gres_per_node, shape_is_real, write_files
 
 
@@ -186,13 +186,16 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
         network instead (the kernel refused the devices: no probe beforehand, this is it)."""
         taken = [st.provider_data["network"]["subnet"] for st in others if st.provider_data.get("network")]
         subnet = network.pick_subnet(len(spec.nodes) + 1, taken, network.host_networks())
-        net = network.plan(network.tag_of(str(state.layout.root)), subnet, [n.name for n in spec.nodes])
+        # Rootless: the namespaces are kept in the cluster's directory, in a user namespace of
+        # its own (userns.py).
+        netns_dir = network.NETNS_DIR if os.geteuid() == 0 else str(state.layout.root / userns.NETNS_SUBDIR)
+        net = network.plan(network.tag_of(str(state.layout.root)), subnet, [n.name for n in spec.nodes], netns_dir)
         state.provider_data["network"] = net.to_dict()
         what, t0 = f"making {len(net.addrs)} network namespaces on {net.subnet}", time.monotonic()
         try:
             note = network.create(net)
         except StartupError as exc:
-            network.delete(net.tag)
+            network.delete(net.tag, net.netns_dir)
             del state.provider_data["network"]
             progress(f" - {what} ... refused, nodes share this host's network ({time.monotonic() - t0:.2f}s)")
             return f"no network namespaces here ({exc.message}): nodes share this host's network"
@@ -251,6 +254,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
         # A boot clock of its own for each start of a node, where the kernel has time namespaces.
         boot_note = names.fresh_boottime_note(os.getuid(), init)
         prefix = []
+        # Rootless with a network of its own: nodes and controller start in its user namespace.
+        enter = userns.enter_argv(net.netns_dir) if net and net.rootless else []
         if in_namespace:
             extra_files[names.FSTAB_FILE] = names.node_fstab(mounts, mounts_cg if use_cgroups else [])
             # Nodes with GPUs: each its own fstab, which shows it its own gres.conf
@@ -259,17 +264,20 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
                 else str(layout.etc / names.FSTAB_FILE)
             prefix = names.namespace_prefix(
                 fstab, os.getuid(), os.getgid(), init, str(layout.spool),
-                netns=network.netns_path(net.tag, NODE_TOKEN) if net else None,
+                netns=net.netns(NODE_TOKEN) if net else None,
                 cgroup_join=((cgroups.join_script_v2 if v2 else cgroups.join_script)(_tag(state))
                              if use_cgroups else None),
                 cgroup_procs=((cgroups.procs_files_v2 if v2 else cgroups.procs_files)(_tag(state))
                               if use_cgroups else ()), starter=names.node_starter(),
                 cgroup_ns=cgroups.cgroup_ns_path(_tag(state), NODE_TOKEN) if v2 else None,
                 fresh_boottime=not boot_note,
-                outer_cgroup_procs=cgroups.outer_procs_file_v2(_tag(state)) if v2 else None)
+                outer_cgroup_procs=cgroups.outer_procs_file_v2(_tag(state)) if v2 else None, enter=enter)
         ctl_addr = net.addrs[network.CONTROLLER_KEY] if net else "127.0.0.1"
-        ctl_prefix = (find_binary("nsenter") or "nsenter", f"--net={network.netns_path(net.tag, network.CONTROLLER_KEY)}") \
+        ctl_prefix = (find_binary("nsenter") or "nsenter", f"--net={net.netns(network.CONTROLLER_KEY)}") \
             if net else ()
+        if enter:
+            ctl_prefix = tuple(userns.controller_argv(net.netns_dir, net.netns(network.CONTROLLER_KEY),
+                                                      os.getuid(), os.getgid()))
         slurm_version = host_slurm_version()
         if in_namespace and controller_resolves_node_names(slurm_version):
             # The controller in a mount namespace of its own with the nodes' mounts (the
@@ -279,7 +287,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             extra_files[names.CONTROLLER_FSTAB_FILE] = names.node_fstab(mounts)
             ctl_prefix = tuple(names.namespace_prefix(
                 str(layout.etc / names.CONTROLLER_FSTAB_FILE), os.getuid(), os.getgid(),
-                netns=network.netns_path(net.tag, network.CONTROLLER_KEY) if net else None))
+                netns=net.netns(network.CONTROLLER_KEY) if net else None, enter=enter))
         acct = AccountingInputs(dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port, dbd_addr=ctl_addr) \
             if spec.accounting and state.slurmdbd_port and state.mariadb_port else None
         notes = state.provider_data.get("notes", {})
@@ -312,9 +320,12 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             shortfalls=[f"{what}: {note}" for what, note in (("network", notes.get("network")),
                                                            ("limits", notes.get("cgroups")),
                                                            ("boot time", boot_note)) if note],
-            node_network=notes.get("network") or (
+            node_network=notes.get("network") or ((
+                f"a network namespace each (eth0 on {net.subnet}, in a user namespace of the cluster's own: "
+                f"Slurm commands reach it from {net.host_addr} there, through `simcluster env`'s wrappers or "
+                f"`simcluster exec`; the controller {ctl_addr})" if net.rootless else
                 f"a network namespace each (eth0 on {net.subnet}; this host is {net.host_addr}, the controller "
-                f"{ctl_addr}); no daemon listens on this host's own interfaces; names outside the cluster do "
+                f"{ctl_addr})") + "; no daemon listens on this host's own interfaces; names outside the cluster do "
                 "not resolve in jobs and nothing is routed off this host" if net else ""),
             node_cgroups=notes.get("cgroups") or (
                 f"enforced: proctrack/cgroup and task/cgroup in each node's own cgroup tree "
@@ -333,6 +344,10 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             install_hint="make setup-train (or pip install -e '.[train]')")
 
     def runner(self, state: ClusterState, key: str) -> HostRunner:
+        net = _network(state)
+        if net and net.rootless:
+            # Slurm's commands reach the nodes on the cluster's network only (userns.py).
+            return userns.ClusterNetRunner(self._runner.base_env, net.netns_dir)
         return self._runner
 
     # -- nodes that join or leave a running cluster (`simcluster scale`) -----------------------------
@@ -420,8 +435,9 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             survivors = terminate(pids, grace=0)
             known = []
         tag = _tag(state)
-        if state.provider_data.get("network"):
-            network.delete(tag)
+        net = _network(state)
+        if net:
+            network.delete(tag, net.netns_dir)
         if state.provider_data.get("cgroups"):
             # A killed task leaves its cgroup a moment after the signal.
             try:
