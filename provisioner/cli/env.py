@@ -31,7 +31,7 @@ def wrapper_script(cmd: str, batch_prefix: List[str], tty_prefix: List[str], hos
         return " ".join('"$wd"' if a == WD else shlex.quote(a) for a in prefix)
     host, inner = shlex.quote(host_dir), shlex.quote(cluster_dir)
     note = (f'\n     echo "simcluster: $PWD is not in the cluster\'s shared directory $host: {cmd} runs in $inner there" >&2'
-            if cmd in CWD_COMMANDS else "")
+            if cmd in CWD_COMMANDS and host_dir != cluster_dir else "")  # local: nothing is translated
     return f"""#!/bin/sh
 # Written by `simcluster env`: {cmd} with the cluster's own Slurm client (its version, its config).
 host={host}; inner={inner}
@@ -62,6 +62,11 @@ def command(name):
     cluster's own Slurm commands (its version) in the controller container, from this
     host's shell and from scripts. Run them from the cluster's shared directory (`simcluster
     status` shows it): that directory is /shared on every node.
+
+    For a local cluster an ordinary user made whose nodes have a network of their own (a
+    user namespace of the cluster's: `simcluster status` says so), it puts the same wrappers
+    on PATH: they run this host's Slurm commands as you, on the cluster's network, the only
+    place the nodes' addresses are reached from (docs/rootless.md).
 
     For a cluster made with --rest it exports SLURMRESTD_URL as well, and never a token:
     SLURM_JWT in a shell makes its srun (and every job submitted from it) authenticate with

@@ -73,9 +73,10 @@ def command(name, retain, recreate, sudo, **options):
     # (flags, --config, --like, `simcluster scale`): the spec is the stored one.
     spec = existing.cluster_spec if existing is not None else load_spec_from_options(name, options)
     result = up(spec, provider_named(spec.backend), retain=retain, recreate=recreate)
-    if os.geteuid() != 0 and spec.backend == "local" and "unlike a production host here: network:" in result:
-        result += ("\n(root gives each node its own network namespace, hostname and cgroups: run up as root, "
-                   "or with --sudo where you may use sudo without a password)")
+    if os.geteuid() != 0 and spec.backend == "local" and any(
+            f"unlike a production host here: {what}:" in result for what in ("network", "limits")):
+        result += ("\n(root gives each node what it lacks here (its own network namespace, hostname and cgroups): "
+                   "run up as root, or with --sudo where you may use sudo without a password)")
     click.echo(result)
 
 
