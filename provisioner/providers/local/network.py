@@ -42,6 +42,7 @@ import ipaddress
 import math
 import os
 import random
+import socket
 import subprocess
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
@@ -221,7 +222,14 @@ def creation_name(tag: str, index: int) -> str:
 
 
 def _link_exists(name: str) -> bool:
-    return os.path.exists(f"/sys/class/net/{name}")
+    """Does this process's network namespace have a device ``name``? (Asked of the kernel,
+    not of /sys/class/net, which shows the namespace sysfs was mounted in: rootless, this
+    host's, not the cluster's user namespace's.)"""
+    try:
+        socket.if_nametoindex(name)
+        return True
+    except OSError:
+        return False
 
 
 def _is_namespace(path: str) -> bool:

@@ -27,7 +27,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 from typing import List, Optional, Sequence
@@ -141,8 +140,9 @@ def call(op: str, net, keys: Sequence[str]) -> str:
     pid = start_holder(net.netns_dir) if op == "create" else holder_pid(net.netns_dir)
     if not pid:
         return "" if op != "unplug" else "False"
-    argv = _nsenter(pid, "user", "mount", "net") + [sys.executable, "-m", __name__, op, json.dumps(net.to_dict()),
-                                                    json.dumps(list(keys))]
+    argv = _nsenter(pid, "user", "mount", "net") + [
+        sys.executable, "-c", f"import sys; from {__name__} import _main; sys.exit(_main(sys.argv[1:]))",
+        op, json.dumps(net.to_dict()), json.dumps(list(keys))]
     res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
     if res.returncode != 0:
         raise StartupError(f"making the cluster's network in its user namespace failed: "
@@ -209,8 +209,8 @@ class ClusterNetRunner(HostRunner):
 
 
 def _main(argv: List[str]) -> int:
-    """`python -m provisioner.providers.local.userns OP NETWORK_JSON KEYS_JSON`, run by call()
-    in the holder's namespaces: network.py's function, printed result, or one error line."""
+    """OP NETWORK_JSON KEYS_JSON, run by call() in the holder's namespaces: network.py's
+    function, its printed result, or one error line."""
     from provisioner.providers.local import network
     op, net, keys = argv[0], network.Network.from_dict(json.loads(argv[1])), json.loads(argv[2])
     try:
@@ -228,7 +228,3 @@ def _main(argv: List[str]) -> int:
         return 1
     return 0
 
-
-if __name__ == "__main__":
-    socket.setdefaulttimeout(30)
-    sys.exit(_main(sys.argv[1:]))
