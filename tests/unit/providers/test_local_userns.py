@@ -56,19 +56,20 @@ def test_without_a_holder_every_namespace_of_a_rootless_network_is_missing(tmp_p
 def test_the_client_prefix_drops_the_wrappers_directory_from_path(tmp_path):
     """The wrapper `simcluster env` writes runs the command through this prefix; found on a
     PATH that still had the wrappers first, it would run itself again (inside the namespace,
-    where it may not enter it). Run here with `env` in nsenter's place."""
+    where it may not enter it). Run here with a script that prints PATH in nsenter's place."""
     netns_dir = tmp_path / "netns"
     netns_dir.mkdir()
     (netns_dir / "holder.pid").write_text("1 0\n")
     argv = userns.client_argv(str(netns_dir), 1001, 1002)
     i = argv.index(runner.find_binary("nsenter"))
-    argv[i] = runner.find_binary("printenv")
+    fake = tmp_path / "nsenter"
+    fake.write_text('#!/bin/sh\necho "$PATH"\n')
+    fake.chmod(0o755)
+    argv[i] = str(fake)
     wrappers = str(tmp_path / "bin")
-    out = subprocess.run(argv[:i + 2] + ["PATH"], env={"PATH": f"{wrappers}:/usr/bin:/bin"}, stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True)
     assert argv[i + 1] == wrappers
-    # printenv gets nsenter's options as arguments and prints nothing for them; PATH's value
-    # is read from its environment.
+    out = subprocess.run(argv[:i + 2], env={"PATH": f"{wrappers}:/usr/bin:/bin"}, stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True)
     assert out.stdout.split() == ["/usr/bin:/bin"], out.stdout + out.stderr
 
 
