@@ -247,6 +247,35 @@ SHARED_NETWORK_NOTE = ("no namespaces here (libnss_wrapper): nodes share this ho
                        "(a loopback address each; ports can clash) and its host name (NodeHostname, sinfo %n)")
 NO_CGROUPS_NOTE = "no namespaces here (libnss_wrapper): --mem, devices and cores are not enforced"
 
+# Where an ordinary user gets no user namespace, the kernel setting that says so, and what
+# the user (or an admin) can do about it.
+USERNS_SETTINGS = (
+    ("/proc/sys/kernel/apparmor_restrict_unprivileged_userns", "1",
+     "AppArmor restricts unprivileged user namespaces (kernel.apparmor_restrict_unprivileged_userns=1, "
+     "Ubuntu 23.10+): an admin may allow them (sysctl -w kernel.apparmor_restrict_unprivileged_userns=0)"),
+    ("/proc/sys/kernel/unprivileged_userns_clone", "0",
+     "unprivileged user namespaces are off (kernel.unprivileged_userns_clone=0): an admin may turn them on "
+     "(sysctl -w kernel.unprivileged_userns_clone=1)"),
+    ("/proc/sys/user/max_user_namespaces", "0",
+     "user namespaces are off (user.max_user_namespaces=0): an admin may allow some "
+     "(sysctl -w user.max_user_namespaces=10000)"),
+)
+
+
+def userns_refusal(uid: int, settings=USERNS_SETTINGS) -> str:
+    """Why an ordinary user (``uid`` not 0) got no namespaces here, and what to do, as a
+    clause to add to the notes ("" for root: a container without CAP_SYS_ADMIN, said as it is)."""
+    if uid == 0:
+        return ""
+    for path, value, why in settings:
+        try:
+            if open(path).read().strip() == value:
+                return f" ({why}; or run up as root, or with --sudo)"
+        except OSError:
+            continue
+    return (" (this host refuses ordinary users a user namespace with mount, UTS, PID and network "
+            "namespaces: a container or seccomp policy without them; run up as root, or with --sudo)")
+
 
 def openmpi_params(tcp_if: str = "lo", system: Path = Path(OPENMPI_PARAMS)) -> Optional[str]:
     """Open MPI's system-wide parameter file for the nodes: the host's, with TCP between the

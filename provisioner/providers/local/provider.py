@@ -130,7 +130,9 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
         # (root; network.py, cgroups.py); else the nodes share the host's network and
         # nothing is enforced, and status says so.
         in_namespace = resolver == names.NAMESPACE
-        net_note = network.unavailable_reason() if in_namespace else names.SHARED_NETWORK_NOTE
+        # (Rootless, where the host refuses user namespaces: why, and what can be done.)
+        net_note = network.unavailable_reason() if in_namespace \
+            else names.SHARED_NETWORK_NOTE + names.userns_refusal(os.geteuid())
         cg_note = cgroups.unavailable_reason() if in_namespace else names.NO_CGROUPS_NOTE
         state.provider_data["cgroups"] = not cg_note
         if cgroups.is_v2() and not cg_note:

@@ -77,3 +77,14 @@ def test_the_client_prefix_says_when_the_clusters_network_is_gone(tmp_path):
     argv = userns.client_argv(str(tmp_path), 1001, 1002) + ["true"]
     res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert res.returncode == 1 and "the cluster's network is gone" in res.stderr
+
+
+def test_where_user_namespaces_are_refused_the_note_names_the_setting_and_the_way_out(tmp_path):
+    restrict = tmp_path / "apparmor_restrict_unprivileged_userns"
+    restrict.write_text("1\n")
+    settings = [(str(restrict), "1", names.USERNS_SETTINGS[0][2]), (str(tmp_path / "absent"), "0", "never")]
+    note = names.userns_refusal(1000, settings)
+    assert "kernel.apparmor_restrict_unprivileged_userns=1" in note and "--sudo" in note
+    restrict.write_text("0\n")
+    assert "refuses ordinary users a user namespace" in names.userns_refusal(1000, settings)
+    assert names.userns_refusal(0, settings) == ""
