@@ -18,7 +18,7 @@ def command(name, all_, wait):
     """Start a stopped cluster: the same ports, munge key, saved jobs and database.
 
     Only dead daemons are started (a pid that now belongs to another process, e.g. after
-    a reboot, is never taken for ours); docker containers are started first.
+    a reboot, is never taken for the cluster's daemon); docker containers are started first.
     """
     # lazy: the cluster model loads only when the command runs, not for --help
     from provisioner.clusters import start

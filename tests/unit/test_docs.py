@@ -23,7 +23,7 @@ targets, links and named paths cannot drift.
 - every `simcluster CMD --flag` (and `CMD --flag`) the docs name is an option of that
   command, and every camelCase spec key written as `key: value` is one the validator accepts;
 - no project shorthand or history in user-facing text ("the seeds", "the book chapter",
-  "our CI", "the 2-core dev machine", "pitfall N", "issue NN", commit ids): the docs,
+  "our CI", "our crun runtime", "the 2-core dev machine", "pitfall N", "issue NN", commit ids): the docs,
   --help texts, and the files shipped to users (configs/, examples/, the job scripts verify
   writes);
 - every code path the docs name (`provisioner/...`, `configs/...`, `tests/...`, ...) exists,
@@ -555,6 +555,7 @@ def test_docs_named_in_code_and_messages_exist():
 JARGON = re.compile(
     r"\bpitfall \d|(?<![\w/.-])(?:the seeds?\b(?![/_-])|seeds'|seed (?:scripts?|documents?|launcher)\b)"
     r"|\bbook chapter|\bthe chapter's|\bour (?:own )?CI\b|\bdev machine\b|\b(?:this|the|our) (?:project's )?2-core\b"
+    r"|\bours?\b"
     r"|\bissues? #?\d+|\b(?:commit|main at|old =|new =) [0-9a-f]{7,40}\b|\((?:[0-9a-f]{7,12})\)"
     r"|(?<![\w/.:-])(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{7,12}(?![\w/.-])", re.I)
 
@@ -899,13 +900,15 @@ def test_jargon_checker():
         "on this 2-core machine, before (main at 244713a), old = fe56e21",
         "alternating with the commit before (c16032e, the same image)",
         "the seed's tree and The seed's sbatch line",
+        "our crun runtime runs root's jobs only; an Epilog of yours replaces Ours",
     ]))]
     assert found == ["book chapter", "our CI", "the 2-core", "dev machine", "this 2-core", "main at 244713a",
-                     "old = fe56e21", "c16032e", "the seed", "The seed"]
+                     "old = fe56e21", "c16032e", "the seed", "The seed", "our", "Ours"]
     # Names and ordinary words are not shorthand.
     assert jargon_problems("p.md", "--seed 11, configs/examples/node6-node7-one-gpu-each.yaml, manual_seed, "
                                    "tests/data/check/seeds/, a seed with numpy, 1149781, deadbeef, "
-                                   "GPU-1a2b3c4d-0000, a 2-core host, 00000000:18:00.0") == []
+                                   "GPU-1a2b3c4d-0000, a 2-core host, 00000000:18:00.0, hours, yours, tour, "
+                                   "four, flavour") == []
 
 
 def test_contents_checker():
