@@ -117,10 +117,10 @@ test-vm: setup-venv setup-test setup-vm  ## the VM matrix only (tests/vm): Debia
 test-integration: setup setup-train setup-test setup-containers setup-atf  ## the local backend with real daemons (tests/integration)
 	$(PY) -m pytest -q -rs tests/integration
 
-# Every figure with the machine, its load average and its floor beside it. About 15 minutes
+# Every figure with the machine, its load average and its floor beside it. About 20 minutes
 # on 2 cores; the docker image from nothing is left out (`scripts/bench_docker.py` alone times it).
 # Last, scripts/figures.py rewrites every figure other pages quote from the new tables.
-bench: setup setup-train setup-docker setup-containers  ## time up/down for 2..1024 nodes and memory per node, 1000 jobs, test --suite basic/all, docker up; write docs/benchmarks*.md
+bench: setup setup-train setup-docker setup-containers  ## time up/down for 2..1024 nodes and memory per node, 1000 jobs, test --suite basic/all, verify signals/faults/rest, check --run, docker up; write docs/benchmarks*.md
 	$(PY) scripts/bench.py --out docs/benchmarks.md
 	$(PY) scripts/bench_throughput.py --baseline --out docs/benchmarks-throughput.md
 	$(PY) scripts/bench_verify.py --out docs/benchmarks-verify.md
@@ -133,8 +133,8 @@ SOAK_MINUTES ?= 30
 soak: setup  ## random faults for SOAK_MINUTES against a stream of jobs; 0 jobs may be lost
 	$(PY) scripts/soak.py --minutes $(SOAK_MINUTES) --out docs/reliability.md
 
-bench-scale: setup  ## `simcluster scale` +2 and +64 nodes on a running local and docker cluster, numbers for docs/scale.md
-	$(PY) scripts/bench_scale.py
+bench-scale: setup  ## `simcluster scale` +2 and +64 nodes on a running local and docker cluster, write docs/benchmarks-scale.md
+	$(PY) scripts/bench_scale.py --out docs/benchmarks-scale.md
 
 bench-containers: setup setup-containers  ## container steps: image import, first and warm --container-image step per node count, write docs/benchmarks-containers.md
 	$(PY) scripts/bench_containers.py --out docs/benchmarks-containers.md

@@ -6,7 +6,13 @@ Figures (local backend):
     CI figure, on a fresh cluster each run (what CI pays);
   * the same with `--suite all` (skipped with --no-all);
   and per backend (--backends local,docker), on one standing cluster: `verify --suite basic`
-  and `verify --suite all`, with the seconds of every check.
+  and `verify --suite all`, with the seconds of every check;
+  * the suites `all` leaves out or that need a cluster made for them, each on a standing
+    local cluster made for it: `verify --suite signals` (2 nodes), `verify --suite faults`
+    (3 nodes, `--fast-failure`), `verify --suite rest` (2 nodes, `--rest`), and `simcluster
+    check --run examples/train_ddp.sh` (its own throwaway cluster: up, dry run, down);
+    skipped with --no-other, alone with --other-only (which rewrites only that section of
+    an existing page); --other-repeat runs each (default 1: minutes of Slurm's fixed timers).
 
 Each run records the 1-minute load average when it starts and, for verify on a standing
 cluster, the CPU seconds of the simcluster process and the Slurm commands it ran (user+sys:
@@ -17,7 +23,8 @@ each figure: what Slurm's own fixed timers leave (see FLOORS and the "Where the 
 section it writes). Uses its own SIMCLUSTER_HOME, so it never touches other clusters.
 
 Usage: python scripts/bench_verify.py [--out docs/benchmarks-verify.md] [--repeat 3]
-       [--backends local,docker] [--no-all] [--raw FILE] [--from-raw FILE]
+       [--backends local,docker] [--no-all] [--no-other | --other-only] [--other-repeat 1]
+       [--raw FILE] [--from-raw FILE]
 (--raw saves every run's numbers as JSON; --from-raw writes the page from such a file
 without running anything.)
 """
@@ -65,7 +72,7 @@ source of the release; these are Slurm's own fixed timers, not settings:
   job only asks for a pass (`queue_job_scheduler`); the background loop runs it once
   `batch_sched_delay` has passed since the last one, and that value is read from
   `SchedulerParameters` by the pass itself: until the first pass, the compiled-in default
-  of 3 s holds (our `batch_sched_delay=0` counts only from then on). An interactive
+  of 3 s holds (simcluster's `batch_sched_delay=0` counts only from then on). An interactive
   allocation (`srun` without sbatch) is placed by the allocate RPC itself, and its end's
   epilog-complete message runs a pass at once: `basic.nodes` runs `srun -N1 true` before any
   batch job, so on a cluster `up` just made the batch jobs start ~0.1 s after submission
@@ -101,7 +108,7 @@ source of the release; these are Slurm's own fixed timers, not settings:
   after its job started on a standing one. That is the floor of `test --suite all`; the
   training suites (each CPU-bound on both cores) run beside it and end before it on an idle
   2-core machine.
-- **Ours, cut:** `basic.isolation` held its port for a fixed 2 s (now: for as long as one node
+- **simcluster's own, cut:** `basic.isolation` held its port for a fixed 2 s (now: for as long as one node
   takes to reach the other on it, milliseconds; one step instead of two);
   `basic.container` compressed its 3 MB squashfs image (0.3-0.5 s of CPU before its job could
   be submitted; now uncompressed, 0.1 s); `basic.requeue` saw the requeue up to 1.25 s late
@@ -177,6 +184,95 @@ def bench_backend(backend: str, repeat: int, suites: List[str]) -> Dict[str, Lis
     return runs
 
 
+# The other suites (and check's dry run): key -> (the row's words, `up` options of the standing
+# cluster it runs on or None for a command that makes its own, the command).
+OTHER = {
+    "signals": ("`verify --suite signals` on a standing local cluster (2 nodes)",
+                ["--nodes", "2"], ["verify", "--suite", "signals"]),
+    "faults": ("`verify --suite faults` on a standing local `--fast-failure` cluster (3 nodes)",
+               ["--nodes", "3", "--fast-failure"], ["verify", "--suite", "faults"]),
+    "rest": ("`verify --suite rest` on a standing local `--rest` cluster (2 nodes)",
+             ["--nodes", "2", "--rest"], ["verify", "--suite", "rest"]),
+    "check-run": ("`simcluster check --run examples/train_ddp.sh` (its own cluster: up, dry run, down)",
+                  None, ["check", "--run", "--no-shellcheck", "examples/train_ddp.sh"]),
+}
+OTHER_BEGIN, OTHER_END = "<!-- other suites -->", "<!-- /other suites -->"
+
+
+def bench_other(repeat: int) -> Dict[str, List[Dict]]:
+    """{key: [run...]} of every OTHER command, each verify suite on one standing cluster made
+    for it."""
+    home = Path(tempfile.mkdtemp(prefix="scbv-", dir="/tmp"))
+    env = dict(os.environ, SIMCLUSTER_HOME=str(home))
+    runs: Dict[str, List[Dict]] = {}
+    try:
+        for key, (_, up_args, command) in OTHER.items():
+            name = f"bo-{key}"
+            if up_args is not None:
+                subprocess.run([SIMCLUSTER, "up", "--name", name, *up_args], env=env, capture_output=True,
+                               text=True, check=True)
+                command = [*command, "--name", name]
+            try:
+                runs[key] = []
+                for i in range(repeat):
+                    r = timed(command, home)
+                    runs[key].append(r)
+                    print(f"{' '.join(command)} run {i + 1}: {r['wall']:.1f}s (load {r['load']:.1f})", flush=True)
+            finally:
+                if up_args is not None:
+                    subprocess.run([SIMCLUSTER, "down", "--name", name], env=env, capture_output=True)
+    finally:
+        shutil.rmtree(home, ignore_errors=True)
+    return runs
+
+
+def other_section(runs: Dict[str, List[Dict]], repeat: int) -> List[str]:
+    """The page's section on the other suites, between its markers."""
+    lines = [OTHER_BEGIN, "## The other suites and `check --run`", "",
+             f"Each on a standing local cluster made for it (`check --run` makes its own), {repeat} run(s), "
+             "seconds min / median / max; load as above.", "",
+             "| command | wall | load |", "| --- | --- | --- |"]
+    for key, (label, _, _) in OTHER.items():
+        if key in runs:
+            lines.append(f"| {label} | {fmt([r['wall'] for r in runs[key]])} | {loads(runs[key])} |")
+    lines += ["", "Per check, the seconds each took:", ""]
+    columns = [(f"local verify {k}", runs[k]) for k in OTHER if k in runs and OTHER[k][1] is not None]
+    lines += check_table(columns)
+    return lines + [OTHER_END]
+
+
+def check_table(columns: List) -> List[str]:
+    """| check | column... | rows of min / median / max seconds, one per check any run reported."""
+    lines = ["| check | " + " | ".join(c for c, _ in columns) + " |", "| --- |" + " --- |" * len(columns)]
+    names: List[str] = []
+    for _, runs in columns:
+        for r in runs:
+            for c in r["report"].get("checks", []):
+                if c["name"] not in names:
+                    names.append(c["name"])
+    for name in names:
+        cells = []
+        for _, runs in columns:
+            xs = [c["seconds"] for r in runs for c in r["report"].get("checks", []) if c["name"] == name]
+            cells.append(fmt(xs))
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return lines
+
+
+def splice_other(page: str, section: List[str]) -> str:
+    """``page`` with its other-suites section replaced by ``section`` (put before "## Where the
+    time goes" where it has none)."""
+    text = "\n".join(section)
+    if OTHER_BEGIN in page and OTHER_END in page:
+        head, rest = page.split(OTHER_BEGIN, 1)
+        return head + text + rest.split(OTHER_END, 1)[1]
+    marker = "## Where the time goes"
+    if marker in page:
+        head, rest = page.split(marker, 1)
+        return head + text + "\n\n" + marker + rest
+    return page.rstrip("\n") + "\n\n" + text + "\n"
+
+
 def fmt(xs: List[float]) -> str:
     return f"{min(xs):.1f} / {statistics.median(xs):.1f} / {max(xs):.1f}" if xs else "-"
 
@@ -192,23 +288,37 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--backends", default="local,docker", help="comma-separated: local, docker")
     ap.add_argument("--no-all", action="store_true", help="leave out the --suite all figures (no training stack)")
+    other = ap.add_mutually_exclusive_group()
+    other.add_argument("--no-other", action="store_true", help="leave out the other suites and check --run")
+    other.add_argument("--other-only", action="store_true",
+                       help="time only the other suites and check --run; rewrite that section of --out")
+    ap.add_argument("--other-repeat", type=int, default=1,
+                    help="runs of each other suite (default 1: their time is Slurm's fixed timers, minutes each)")
     ap.add_argument("--raw", help="also save every run's numbers to this JSON file")
     ap.add_argument("--from-raw", help="write the page from a --raw file, running nothing")
     args = ap.parse_args()
+    if args.other_only:
+        section = other_section(bench_other(args.other_repeat), args.other_repeat)
+        Path(args.out).write_text(splice_other(Path(args.out).read_text(), section))
+        print(f"wrote the other suites' section of {args.out}")
+        return
+    other: Dict[str, List[Dict]] = {}
     if args.from_raw:
         raw = json.loads(Path(args.from_raw).read_text())
         args.repeat, args.no_all, tests, standing = raw["repeat"], raw["no_all"], raw["tests"], raw["standing"]
         backends, stamp, where = raw["backends"], raw["date"], raw["machine"]
+        other, args.other_repeat = raw.get("other", {}), raw.get("other_repeat", 1)
     else:
         backends = [b.strip() for b in args.backends.split(",") if b.strip()]
         suites = ["basic"] if args.no_all else ["basic", "all"]
         tests = {s: bench_test(s, args.repeat) for s in suites}
         standing = {b: bench_backend(b, args.repeat, suites) for b in backends}
+        other = {} if args.no_other else bench_other(args.other_repeat)
         stamp, where = time.strftime("%Y-%m-%d"), machine()
         if args.raw:
             Path(args.raw).write_text(json.dumps({
                 "repeat": args.repeat, "no_all": args.no_all, "backends": backends, "date": stamp, "machine": where,
-                "tests": tests, "standing": standing}))
+                "tests": tests, "standing": standing, "other": other, "other_repeat": args.other_repeat}))
     suites = ["basic"] if args.no_all else ["basic", "all"]
 
     lines = [
@@ -240,19 +350,9 @@ def main() -> None:
               "suite's start; the training suites run one after the other):", ""]
     columns = [(f"test {s}", tests[s]) for s in suites] + [(f"{b} verify {s}", standing[b][s])
                                                           for b in backends for s in suites]
-    lines += ["| check | " + " | ".join(c for c, _ in columns) + " |", "| --- |" + " --- |" * len(columns)]
-    names: List[str] = []
-    for _, runs in columns:
-        for r in runs:
-            for c in r["report"].get("checks", []):
-                if c["name"] not in names:
-                    names.append(c["name"])
-    for name in names:
-        cells = []
-        for _, runs in columns:
-            xs = [c["seconds"] for r in runs for c in r["report"].get("checks", []) if c["name"] == name]
-            cells.append(fmt(xs))
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    lines += check_table(columns)
+    if other:
+        lines += [""] + other_section(other, args.other_repeat)
     lines += ["", WHERE_THE_TIME_GOES,
               "On docker, verify's Slurm commands run in the controller container (`docker exec`, about",
               "40 ms each, so the job tracker polls every 0.5 s instead of 0.2 s) and the jobs run in the",

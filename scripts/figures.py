@@ -30,7 +30,8 @@ class Figure:
     """One cell of a generated table: the page, the row whose first cell starts with
     ``row``, the column headed ``column``; ``pick`` takes min, median or max of a
     "min / median / max" cell (or the leading number of any other cell); ``where`` (column,
-    text) keeps only rows whose cell in that column holds the text. pick="line": the number
+    text) keeps only rows whose cell in that column holds the text (a number: is exactly that
+    number, so "2" does not take the row of 32 nodes). pick="line": the number
     after ``row`` on a line of the page outside tables (a total the generator writes)."""
     page: str
     row: str
@@ -41,6 +42,7 @@ class Figure:
 
 
 _MMM = {"min": 0, "median": 1, "max": 2}
+_IMAGES = {"base": "base:bookworm", "train": "node:0.1.0-train"}
 
 FIGURES: Dict[str, Figure] = {
     # local backend (scripts/bench.py)
@@ -51,6 +53,12 @@ FIGURES: Dict[str, Figure] = {
     "test-basic": Figure("benchmarks-verify.md", "`simcluster test --nodes 2 --fake-gpus 2 --suite basic`", "wall"),
     "verify-basic": Figure("benchmarks-verify.md", "`verify --suite basic` on a standing local", "wall"),
     "verify-all": Figure("benchmarks-verify.md", "`verify --suite all` on a standing local", "wall"),
+    # the suites `all` leaves out, and check's dry run (scripts/bench_verify.py, its other suites)
+    "verify-signals": Figure("benchmarks-verify.md", "`verify --suite signals` on a standing local", "wall"),
+    "verify-faults": Figure("benchmarks-verify.md", "`verify --suite faults` on a standing local", "wall"),
+    "verify-rest": Figure("benchmarks-verify.md", "`verify --suite rest` on a standing local", "wall"),
+    "check-run": Figure("benchmarks-verify.md", "`simcluster check --run", "wall"),
+    "signals-checkpoint": Figure("benchmarks-verify.md", "signals.checkpoint", "local verify signals"),
     # docker backend (scripts/bench_docker.py)
     "docker-up-2": Figure("benchmarks-docker.md", "2", "up"),
     "docker-up-8": Figure("benchmarks-docker.md", "8", "up"),
@@ -58,6 +66,8 @@ FIGURES: Dict[str, Figure] = {
     "docker-train-image": Figure("benchmarks-docker.md", "training image (`--train`) build, no cache", "seconds",
                                  pick="first"),
     "docker-image-rebuild": Figure("benchmarks-docker.md", "rebuild, nothing changed", "seconds"),
+    "docker-base-offline": Figure("benchmarks-docker.md", "offline base (debootstrap + docker import)", "seconds",
+                                  pick="first"),
     # accounting (scripts/bench_accounting.py)
     "up-accounting": Figure("benchmarks-accounting.md", "with `--accounting`", "`up` seconds (min / median / max)"),
     "accounting-extra": Figure("benchmarks-accounting.md", "**Extra `up` time for accounting (median):", "", pick="line"),
@@ -67,8 +77,36 @@ FIGURES: Dict[str, Figure] = {
     # faults (scripts/bench_faults.py)
     "down-detect-default": Figure("benchmarks-faults.md", "`fault kill node2` -> node2 DOWN", "seconds: median (min, max, n)",
                                   pick="first", where=("cluster", "default")),
+    "not-responding-default": Figure("benchmarks-faults.md", "`fault kill node2` -> node2 not responding",
+                                     "seconds: median (min, max, n)", pick="first", where=("cluster", "default")),
+    "not-responding-fast": Figure("benchmarks-faults.md", "`fault kill node2` -> node2 not responding",
+                                  "seconds: median (min, max, n)", pick="first", where=("cluster", "--fast-failure")),
     "down-detect-fast": Figure("benchmarks-faults.md", "`fault kill node2` -> node2 DOWN", "seconds: median (min, max, n)",
                                pick="first", where=("cluster", "--fast-failure")),
+    # container steps (scripts/bench_containers.py): import, then per node count the first step,
+    # a warm step and the same step without a container
+    **{f"container-import-{i}": Figure("benchmarks-containers.md", f"dockerd://simcluster/{image}", "`image import` (s)",
+                                       pick="first") for i, image in _IMAGES.items()},
+    **{f"container-{kind}-{i}-{n}": Figure("benchmarks-containers.md", f"dockerd://simcluster/{image}", column,
+                                           pick="first", where=("nodes", str(n)))
+       for i, image in _IMAGES.items() for n in (2, 8, 32) for kind, column in (
+           ("first", "first container step (s: unpack + mount)"),
+           ("warm", "warm container step (s: median (min, max, n))"),
+           ("plain", "step without a container (s)"))},
+    # pytest plugin (scripts/bench_pytest.py)
+    "pytest-first-local": Figure("benchmarks-pytest.md", "slurm_cluster, local, 2 nodes", "time to first test",
+                                 pick="first"),
+    "pytest-first-docker": Figure("benchmarks-pytest.md", "slurm_cluster, docker, 2 nodes", "time to first test",
+                                  pick="first"),
+    # Slurm releases' images (docs/benchmarks-versions.md)
+    "train-image-24.11": Figure("benchmarks-versions.md", "`--train` image from its base, no cache", "24.11 (trixie)",
+                                pick="first"),
+    "train-image-26.05": Figure("benchmarks-versions.md", "`--train` image from its base, no cache", "26.05 (sid)",
+                                pick="first"),
+    # `simcluster scale` (scripts/bench_scale.py)
+    **{f"scale-{b}-{n}": Figure("benchmarks-scale.md", f"{b}, 2 running nodes, `scale --add {n}`",
+                                "seconds: median (min, max, runs)", pick="first")
+       for b in ("local", "docker") for n in (2, 64)},
 }
 
 
@@ -109,7 +147,9 @@ def value(name: str, figure: Figure, docs: Path = DOCS) -> str:
             matches = first == figure.row if figure.row.isdigit() else first.startswith(figure.row)
             if figure.where[0]:
                 wcol = header.index(figure.where[0]) if figure.where[0] in header else -1
-                matches = matches and 0 <= wcol < len(row) and figure.where[1] in row[wcol]
+                want = figure.where[1]  # a number names the cell exactly ("2" is not "32"), words are in it
+                matches = matches and 0 <= wcol < len(row) and (
+                    row[wcol] == want if want.isdigit() else want in row[wcol])
             if matches and col < len(row):
                 cell = row[col]
                 parts = [p.strip() for p in cell.split("/")]
