@@ -15,7 +15,7 @@ where a reader sees it: the line before its block holds NOT_RUN ("Not run in CI:
 
 tests/integration/test_doc_transcripts.py runs the pages against real clusters;
 tests/unit/test_doc_transcripts.py checks that every transcript of the docs is run or
-marked, and that a wrong output fails. How to run and update them: docs/dev/transcripts.md.
+marked, and that a wrong output fails. How to run and update them: docs/dev/docs-tests.md.
 """
 
 from __future__ import annotations
