@@ -115,7 +115,7 @@ class JobTracker:
 
     def _poll(self, ids: List[str]) -> None:
         proc = self.client.run(["squeue", "--noheader", "--array", "--states=all", f"--jobs={','.join(ids)}",
-                                "--format=%A|%i|%T|%r"], timeout=15)
+                                "--format=%F|%i|%T|%r"], timeout=15)
         if proc.returncode != 0:
             # One purged id makes squeue refuse the whole list: ask for each alone.
             if len(ids) > 1:
@@ -127,6 +127,9 @@ class JobTracker:
                     view = self._views[ids[0]]
                     view.gone = True
             return
+        # Keyed by %F, the array's base job id: %A is each element's own job id, and the
+        # base id's record is just the element left in the array's record (often the last
+        # to start), so waiting on it alone could end while other tasks still ran.
         seen: Dict[str, Dict[str, TaskState]] = {}
         for line in proc.stdout.splitlines():
             parts = line.strip().split("|")

@@ -161,3 +161,29 @@ def test_simcluster_test_copies_logs_before_removing_a_failed_cluster(sim_home, 
     assert f"copied to {logs}" in proc.stdout
     assert list((logs / "verify").rglob("ddp.sbatch")) and (logs / "cluster" / "logs" / "slurmctld.log").exists()
     assert "gone" not in run_cli(["list"], sim_home).stdout.split()
+
+
+def test_waiting_on_an_array_ends_when_its_last_task_does(make_cluster):
+    """verify's job tracker follows every task of an array: the array's own job id names only
+    the element still in its record (here task 3, done at once), so waiting on that element
+    alone returned while tasks 0-2 still ran and basic.array read their outputs too early."""
+    from provisioner.verify.jobs import JobTracker
+
+    c = make_cluster("--nodes", "2")
+
+    class Client:  # what JobTracker asks of a client: a command run against the cluster
+        poll_s = 0.2
+
+        def run(self, argv, timeout=15):
+            return c.run(argv, timeout=timeout, check=False)
+
+    job = c.run(["sbatch", "--parsable", "--array=0-3", "--output=/dev/null", "--wrap",
+                 '[ "$SLURM_ARRAY_TASK_ID" = 3 ] || sleep 6']).stdout.strip()
+    tracker = JobTracker(Client())
+    tracker.start()
+    try:
+        view = tracker.wait(job, 120)
+    finally:
+        tracker.stop()
+    assert sorted(view.tasks) == [f"{job}_{i}" for i in range(4)], view.summary
+    assert view.states == ["COMPLETED"] * 4, view.summary
