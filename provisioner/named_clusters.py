@@ -5,7 +5,7 @@ This is where the provider registry (provisioner.providers) meets the shared clu
 model (provisioner.cluster): it sits above both, so cluster/ never imports a provider.
 The CLI, the pytest plugin, `check --run`, verify and the scripts call these.
 
-Locking (the one rule, cluster/lifecycle.py has it in full): every function here that
+Locking (the one rule, cluster/lifecycle/create.py has it in full): every function here that
 changes a cluster takes the cluster's lock and loads the cluster inside it; what it calls
 in cluster/ runs under that lock and never takes it again. `load` and `find_state` only
 read, and lock nothing.
@@ -17,10 +17,11 @@ import contextlib
 import time
 from typing import Callable, Dict, Iterator, List, Optional
 
-from provisioner.cluster import faults, lifecycle
-from provisioner.cluster.capabilities import Orphans, machines_running
-from provisioner.cluster.handle import Cluster
-from provisioner.cluster.state import ClusterState, all_states, locked
+from provisioner.cluster.faults import kinds as faults
+from provisioner.cluster.lifecycle import create as lifecycle
+from provisioner.cluster.model.provider import Orphans, machines_running
+from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.model.state import ClusterState, all_states, locked
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import ClusterConflict, ClusterNotFound, SimclusterError, UsageError
 from provisioner.paths import ClusterLayout, shared_home, shared_umask
@@ -199,7 +200,7 @@ def list_clusters(with_shared: bool = False) -> List[Dict]:
 
 
 class Injector:
-    """The faults of cluster/faults.py for cluster ``name``, as `simcluster fault`, `verify
+    """The faults of cluster/faults/kinds.py for cluster ``name``, as `simcluster fault`, `verify
     --suite faults` and the pytest plugin's ``slurm_faults`` use them: each call takes the
     cluster's lock and loads the cluster afresh inside it."""
 
@@ -207,7 +208,7 @@ class Injector:
         self.name = name
 
     def run(self, func: Callable[..., str], *args) -> str:
-        """``func(cluster, *args)`` (one of cluster/faults.py's functions) under the lock."""
+        """``func(cluster, *args)`` (one of cluster/faults/kinds.py's functions) under the lock."""
         with locked(self.name):
             return func(load(self.name), *args)
 

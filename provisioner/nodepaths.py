@@ -46,7 +46,7 @@ class NodePaths:
 
     @property
     def jwt_key(self) -> str:
-        """The cluster's HS256 key for JWT auth (rest: true; cluster/rest.py writes it)."""
+        """The cluster's HS256 key for JWT auth (rest: true; cluster/services/rest.py writes it)."""
         return f"{self.etc}/jwt_hs256.key"
 
     @property

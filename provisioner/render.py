@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from provisioner.cluster.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
+from provisioner.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
 from provisioner.config import nodelines
 from provisioner.config.types import ClusterSpec
 from provisioner.paths import templates_dir
@@ -37,10 +37,10 @@ TEMPLATES = {
     "task_prolog.sh": "task_prolog.sh.j2",
 }
 TASK_PROLOG = "task_prolog.sh"  # rendered only where the inputs ask for a TaskProlog
-# Rendered only where the inputs name a container plugin (cluster/containers.py).
+# Rendered only where the inputs name a container plugin (cluster/services/containers.py).
 # epilog.sh: the cluster's Epilog, which also removes a job's named containers.
 PLUGSTACK_TEMPLATES = {"plugstack.conf": "plugstack.conf.j2", "epilog.sh": "epilog.sh.j2"}
-# Slurm's own OCI containers (srun --container=BUNDLE, cluster/oci.py), rendered with them:
+# Slurm's own OCI containers (srun --container=BUNDLE, cluster/services/oci.py), rendered with them:
 # oci.conf beside slurm.conf, where slurmstepd reads it, and the runtime script it names.
 OCI_TEMPLATES = {"oci.conf": "oci.conf.j2", "oci_runtime.sh": "oci_runtime.sh.j2"}
 
@@ -121,7 +121,7 @@ class RenderInputs:
     # host's cgroups (providers/local/cgroups.py slurm_plugin).
     cgroup_plugin: str = "autodetect"
     # The SPANK plugin that gives jobs pyxis's --container-* options, where the nodes can run
-    # it (local as root with the plugin built, cluster/containers.py; docker: in the image,
+    # it (local as root with the plugin built, cluster/services/containers.py; docker: in the image,
     # providers/docker/provider.py); None: Slurm knows no such options.
     containers_plugin: Optional[str] = None
     # Why a cluster has no container options, one line (`up` and `status` say it, and

@@ -5,7 +5,7 @@ For each size it times the whole `simcluster up` and `simcluster down` commands 
 clock, as a user sees them; plus the max RSS of the CLI process itself), and while the
 cluster is up it measures RSS and PSS of every daemon and the CPU time each slurmd took
 to start. It also times a raw baseline: a bash script generated from `up`'s own step
-list (provisioner/cluster/steps.py, command lines from provisioner/cluster/daemons.py)
+list (provisioner/cluster/lifecycle/steps.py, command lines from provisioner/cluster/services/daemons.py)
 that starts the very same daemons with the very same configs, in the same order, and
 waits on the same conditions, without simcluster; once in a plain environment (as the
 daemons come) and once with what simcluster adds to each slurmd's environment. `up`
@@ -39,11 +39,11 @@ from typing import Dict, List, Optional, Tuple
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from provisioner.cluster import daemons  # noqa: E402
-from provisioner.cluster.handle import Cluster  # noqa: E402
-from provisioner.clusters import load  # noqa: E402
-from provisioner.cluster.runner import find_binary  # noqa: E402
-from provisioner.cluster.steps import steps_for  # noqa: E402
+from provisioner.cluster.services import daemons  # noqa: E402
+from provisioner.cluster.model.handle import Cluster  # noqa: E402
+from provisioner.named_clusters import load  # noqa: E402
+from provisioner.cluster.model.command_runner import find_binary  # noqa: E402
+from provisioner.cluster.lifecycle.steps import steps_for  # noqa: E402
 from provisioner.providers.local import names  # noqa: E402
 from provisioner.providers.local.processes import cluster_pids, terminate  # noqa: E402
 import figures  # noqa: E402  (scripts/figures.py: the quotes of other pages' figures)
@@ -270,8 +270,8 @@ def others_share(run: Cmd, daemons_total: float) -> float:
 
 
 # -- raw baseline ------------------------------------------------------------------------------
-# The raw baseline is generated from `up`'s own step list (provisioner/cluster/steps.py) and
-# the daemons' command lines (provisioner/cluster/daemons.py), so it cannot drift from `up`:
+# The raw baseline is generated from `up`'s own step list (provisioner/cluster/lifecycle/steps.py) and
+# the daemons' command lines (provisioner/cluster/services/daemons.py), so it cannot drift from `up`:
 # each step that applies to the cluster maps to shell lines below, in step order, and a
 # step with no entry here stops the benchmark instead of being silently left out.
 q = shlex.quote
@@ -279,7 +279,7 @@ q = shlex.quote
 
 def wait_loop(cond: str, first: float, cap: float) -> List[str]:
     """Shell lines that poll ``cond`` until it holds, on the schedule of
-    provisioner.cluster.wait.poll_until: ``first``, growing 1.5x up to ``cap``, then ``cap``."""
+    provisioner.cluster.model.wait.poll_until: ``first``, growing 1.5x up to ``cap``, then ``cap``."""
     ramp, d = [], first
     while d < cap:
         ramp.append(f"{d:.4f}")

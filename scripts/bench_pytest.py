@@ -116,7 +116,7 @@ def main() -> None:
 def write(path: Path, rows, per, args) -> None:
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
-    from provisioner.cluster.runner import find_binary
+    from provisioner.cluster.model.command_runner import find_binary
     slurm = subprocess.run([find_binary("slurmd") or "slurmd", "-V"], stdout=subprocess.PIPE,
                            text=True).stdout.strip()
     lines = [

@@ -30,8 +30,8 @@ os.environ["SIMCLUSTER_HOME"] = HOME
 NAME = "bench-rest"
 LISTED = 100  # jobs in the queue while listing is timed
 
-from provisioner.cluster import rest  # noqa: E402
-from provisioner.clusters import load  # noqa: E402
+from provisioner.cluster.services import rest  # noqa: E402
+from provisioner.named_clusters import load  # noqa: E402
 from provisioner.verify.rest import job_request, token_user  # noqa: E402
 
 

@@ -1,7 +1,7 @@
 """Jinja2 filters for the simcluster roles: GPU lists and memory sizes, parsed exactly as
 cluster specs are, node lines grouped as the Python renderer groups them, and the accounting database's bootstrap SQL and registration commands,
 exactly as `up` makes them (provisioner/config/parse.py, provisioner/config/nodelines.py and
-provisioner/cluster/accounting_sql.py are loaded by path, so plain ansible-playbook runs need no simcluster installation)."""
+provisioner/cluster/services/accounting_sql.py are loaded by path, so plain ansible-playbook runs need no simcluster installation)."""
 
 from __future__ import annotations
 
@@ -30,7 +30,7 @@ def _load(name: str, path: Path):
 
 
 _PARSE = _path("config", "parse.py")
-_ACCOUNTING_SQL = _path("cluster", "accounting_sql.py")
+_ACCOUNTING_SQL = _path("cluster", "services", "accounting_sql.py")
 _NODELINES = _path("config", "nodelines.py")
 _parse = _load("simcluster_parse", _PARSE)
 _nodelines = _load("simcluster_nodelines", _NODELINES)

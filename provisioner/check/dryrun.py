@@ -31,9 +31,9 @@ from provisioner.check.mirror import Target, dry_run_spec
 from provisioner.check.parse import parse_script
 from provisioner.check.rules import ERROR, WARNING, Finding, LOOPBACK_RE, context_of
 from provisioner.check.shape import Shape, shape_of
-from provisioner.cluster.state import simcluster_home
-from provisioner.cluster.wait import WaitTimeout, poll_until
-from provisioner.clusters import down, load, up
+from provisioner.cluster.model.state import simcluster_home
+from provisioner.cluster.model.wait import WaitTimeout, poll_until
+from provisioner.named_clusters import down, load, up
 from provisioner.config import load_spec
 from provisioner.config.overrides import spec_overrides
 from provisioner.errors import SimclusterError, UsageError

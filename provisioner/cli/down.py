@@ -23,7 +23,7 @@ def command(name, all_, sudo):
     root through `sudo -n` (never a password prompt), and says so.
     """
     # lazy: the cluster model and provider registry load only when the command runs, not for --help
-    from provisioner.clusters import down, list_clusters
+    from provisioner.named_clusters import down, list_clusters
     if all_ and name:
         raise UsageError("give either --name or --all, not both")
     if sudo and os.geteuid() != 0:

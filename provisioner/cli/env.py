@@ -77,8 +77,8 @@ def command(name):
     answers (if it has one).
     """
     # lazy: the cluster model loads only when the command runs, not for --help
-    from provisioner.cluster import fakegpus
-    from provisioner.clusters import load
+    from provisioner.cluster.services import fakegpus
+    from provisioner.named_clusters import load
     cluster = load(name)
     for key, value in cluster.placement.client_env.items():
         click.echo(f"export {key}={shlex.quote(value)}")
@@ -88,7 +88,7 @@ def command(name):
     if cluster.spec.fake_gpus and shim.is_file():
         click.echo(f'export PATH={shlex.quote(str(shim.parent))}:"$PATH"')
     # REST clusters: slurmrestd's URL, no token (rest.env_lines says why; docs/rest.md).
-    from provisioner.cluster import rest  # lazy: loaded with the cluster model, not for --help
+    from provisioner.cluster.services import rest  # lazy: loaded with the cluster model, not for --help
     for line in rest.env_lines(cluster):
         click.echo(line)
     runner = cluster.runner()

@@ -23,8 +23,8 @@ def command(name, argv):
     cluster's shared directory on the host).
     """
     # lazy: the cluster model loads only when the command runs, not for --help
-    from provisioner.clusters import load
-    from provisioner.cluster.jobfiles import HostDirFiles
+    from provisioner.named_clusters import load
+    from provisioner.cluster.model.jobfiles import HostDirFiles
     cluster = load(name)
     pl = cluster.placement
     cwd = Path.cwd()

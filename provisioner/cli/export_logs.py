@@ -23,7 +23,7 @@ def command(out_dir, name, **where):
     read on its controller (configs, slurmctld's log) and on its nodes through srun (each
     slurmd's log).
     """
-    from provisioner.cluster.logs import export_logs  # lazy: the cluster model loads when the command runs, not for --help
+    from provisioner.cluster.inspect.logs import export_logs  # lazy: the cluster model loads when the command runs, not for --help
     with cluster_from_options(name, **where) as cluster:
         written = export_logs(cluster, Path(out_dir))
     click.echo(f"wrote {len(written)} files to {out_dir}")

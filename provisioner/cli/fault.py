@@ -11,10 +11,10 @@ from provisioner.errors import ClusterNotFound, UsageError
 
 def _on_job(name, verb, *args, **kwargs):
     """``faults.<verb>(cluster, *args)`` for a fault of one job: the cluster is loaded
-    without its lock (a job fault changes no cluster state: cluster/faults.py says why)."""
+    without its lock (a job fault changes no cluster state: cluster/faults/kinds.py says why)."""
     # lazy: the cluster model loads only when a fault command runs, not for --help
-    from provisioner.cluster import faults
-    from provisioner.clusters import load
+    from provisioner.cluster.faults import kinds as faults
+    from provisioner.named_clusters import load
     try:
         cluster = load(name)
     except ClusterNotFound as exc:
@@ -26,7 +26,7 @@ def _inject(name, verb, *args):
     """``Injector(name).<verb>(*args)``: the fault under the cluster's lock; an unknown
     cluster is bad input here (exit 2)."""
     # lazy: the cluster model loads only when a fault command runs, not for --help
-    from provisioner.clusters import Injector
+    from provisioner.named_clusters import Injector
     try:
         return getattr(Injector(name), verb)(*args)
     except ClusterNotFound as exc:

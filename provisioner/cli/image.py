@@ -59,7 +59,7 @@ def import_(source, output):
     """
     from pathlib import Path
 
-    from provisioner.cluster.containers import import_image
+    from provisioner.cluster.services.containers import import_image
     t0 = time.monotonic()
     out = import_image(source, Path(output))
     click.echo(f"imported {source} to {out} ({out.stat().st_size / 2**20:.0f} MiB) in {time.monotonic() - t0:.1f}s")
@@ -77,7 +77,7 @@ def bundle(source, output):
     """
     from pathlib import Path
 
-    from provisioner.cluster.oci import make_bundle
+    from provisioner.cluster.services.oci import make_bundle
     t0 = time.monotonic()
     out = make_bundle(source, Path(output))
     click.echo(f"bundled {source} to {out} in {time.monotonic() - t0:.1f}s; run it: srun --container={out} ...")

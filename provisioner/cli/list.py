@@ -15,7 +15,7 @@ def command(as_json):
     For anyone but root (without SIMCLUSTER_HOME set) root's clusters are listed too
     (in /var/lib/simcluster), marked with their owner: every local user may use them."""
     # lazy: the cluster model loads only when the command runs, not for --help
-    from provisioner.clusters import list_clusters
+    from provisioner.named_clusters import list_clusters
     clusters = list_clusters(with_shared=True)
     _note_old_root_clusters()
     if as_json:
@@ -36,7 +36,7 @@ def _note_old_root_clusters() -> None:
     `list` names the ones still there (on stderr), with the way to take them down."""
     import os
 
-    from provisioner.cluster.state import all_states
+    from provisioner.cluster.model.state import all_states
     from provisioner.paths import personal_home
     if os.geteuid() != 0 or os.environ.get("SIMCLUSTER_HOME"):
         return

@@ -156,7 +156,7 @@ def ssh_options(func):
 
 
 def cluster_from_options(name: str, **where):
-    """The Cluster that --name and the ssh_options name (provisioner.clusters.open_cluster:
+    """The Cluster that --name and the ssh_options name (provisioner.named_clusters.open_cluster:
     a cluster of this machine, or a deployed one over SSH), for a ``with`` block."""
-    from provisioner.clusters import open_cluster  # lazy: the cluster model loads when a command runs, not for --help
+    from provisioner.named_clusters import open_cluster  # lazy: the cluster model loads when a command runs, not for --help
     return open_cluster(name, **where)

@@ -24,7 +24,7 @@ def command(out_dir, name, **options):
     to edit and `up --config`) and like-report.txt (every setting kept and dropped).
     """
     # lazy: the renderer (jinja2) and the cluster model load when the command runs, not for --help
-    from provisioner.cluster.nodepaths import NodePaths
+    from provisioner.nodepaths import NodePaths
     from provisioner.like.specfile import spec_yaml
     from provisioner.paths import ClusterLayout
     from provisioner.render import DEFAULT_CONTROLLER_PORT, RenderInputs, default_ports, render_all, write_files

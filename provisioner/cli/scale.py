@@ -59,9 +59,9 @@ def command(name, nodes, add_, remove_, cpus, memory, gpus, drain, force, wait):
     if drain and force:
         raise UsageError("give either --drain (wait for the jobs) or --force (requeue them), not both")
     # lazy: the cluster model loads only when the command runs, not for --help
-    from provisioner.cluster import scale
-    from provisioner.cluster.state import locked
-    from provisioner.clusters import load
+    from provisioner.cluster.lifecycle import scale
+    from provisioner.cluster.model.state import locked
+    from provisioner.named_clusters import load
     from provisioner.config.parse import parse_gpu_list, parse_memory_mb
     mem = None
     if memory is not None:

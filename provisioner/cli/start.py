@@ -21,7 +21,7 @@ def command(name, all_, wait):
     a reboot, is never taken for the cluster's daemon); docker containers are started first.
     """
     # lazy: the cluster model loads only when the command runs, not for --help
-    from provisioner.clusters import start
+    from provisioner.named_clusters import start
     names = names_of(name, all_, "running")
     for n in names:
         click.echo(start(n, timeout=wait))

@@ -27,7 +27,7 @@ def command(ctx, name, as_json, **where):
     With --ssh USER@HOST, the cluster is one made by 'simcluster deploy', read on its controller.
     Exits 0 when every daemon runs and every node is ready, 1 otherwise.
     """
-    from provisioner.cluster.status import cluster_status  # lazy: the cluster model loads when the command runs, not for --help
+    from provisioner.cluster.inspect.status import cluster_status  # lazy: the cluster model loads when the command runs, not for --help
     with cluster_from_options(name, **where) as cluster:
         st = cluster_status(cluster).to_dict()
     if as_json:

@@ -11,7 +11,7 @@ from provisioner.errors import UsageError
 def names_of(name, all_, want_phase):
     """--name N or --all (every cluster whose phase is not ``want_phase``)."""
     # lazy: the cluster model loads only when the command runs, not for --help
-    from provisioner.clusters import list_clusters
+    from provisioner.named_clusters import list_clusters
     if all_ and name:
         raise UsageError("give either --name or --all, not both")
     if not all_:
@@ -31,7 +31,7 @@ def command(name, all_):
     'up' with the same spec) brings the cluster back.
     """
     # lazy: the cluster model loads only when the command runs, not for --help
-    from provisioner.clusters import stop
+    from provisioner.named_clusters import stop
     names = names_of(name, all_, "stopped")
     for n in names:
         click.echo(stop(n))

@@ -39,17 +39,17 @@ def command(name, suite, as_json, junit, timeout, keep_on_failure, logs_dir, **o
     --keep-on-failure, the cluster stays up and its state directory is printed).
     """
     # lazy: the cluster model, verify and the provider load only when the command runs, not for --help
-    from provisioner import clusters
-    from provisioner.cluster.logs import export_logs
+    from provisioner import named_clusters
+    from provisioner.cluster.inspect.logs import export_logs
     from provisioner.providers import provider_named
 
-    if clusters.find_state(name) is not None:
+    if named_clusters.find_state(name) is not None:
         raise UsageError(f"a cluster named '{name}' already exists; `test` makes (and removes) its own",
                          "pick another --name, or use 'simcluster verify' on the existing one")
     say = (lambda m: click.echo(m, err=True)) if as_json else click.echo
     spec = load_spec_from_options(name, options, say=say)
     t0 = time.monotonic()
-    say(clusters.up(spec, provider_named(spec.backend)))
+    say(named_clusters.up(spec, provider_named(spec.backend)))
     run = None
     try:
         run = run_and_report(name, suite, as_json, junit, timeout)
@@ -57,14 +57,14 @@ def command(name, suite, as_json, junit, timeout, keep_on_failure, logs_dir, **o
         failed = run is None or run.failed
         if failed and keep_on_failure:
             say(f"keeping cluster '{name}' (--keep-on-failure): state and daemon logs in "
-                f"{clusters.load(name).state.root}"
+                f"{named_clusters.load(name).state.root}"
                 + (f", job outputs in {run.run_dir}" if run else "")
                 + f"; remove it with 'simcluster down --name {name}'")
         else:
             if failed:
-                saved = _save_logs(lambda dest: export_logs(clusters.load(name), dest), name, run, logs_dir)
+                saved = _save_logs(lambda dest: export_logs(named_clusters.load(name), dest), name, run, logs_dir)
                 say(f"job outputs and daemon logs copied to {saved}")
-            say(clusters.down(name))
+            say(named_clusters.down(name))
     say(f"simcluster test: {'FAILED' if failed else 'passed'} in {time.monotonic() - t0:.1f}s")
     click.get_current_context().exit(1 if failed else 0)
 

@@ -26,8 +26,8 @@ def command(name, user, lifespan):
     SLURM_JWT in a shell that runs srun or sbatch: srun then authenticates with JWT, which
     slurmd refuses (docs/rest.md).
     """
-    from provisioner.cluster import rest  # lazy: the cluster model loads when the command runs
-    from provisioner.clusters import load
+    from provisioner.cluster.services import rest  # lazy: the cluster model loads when the command runs
+    from provisioner.named_clusters import load
     from provisioner.errors import UsageError
     cluster = load(name)
     if not cluster.spec.rest:

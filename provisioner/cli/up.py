@@ -60,7 +60,7 @@ def command(name, retain, recreate, sudo, **options):
     # lazy: the cluster model, jinja2 and the provider load only when the command runs, not for --help
     from click.core import ParameterSource
 
-    from provisioner.clusters import find_state, up
+    from provisioner.named_clusters import find_state, up
     from provisioner.providers import provider_named
     ctx = click.get_current_context()
     given = [k for k in options if ctx.get_parameter_source(k) is not ParameterSource.DEFAULT]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-from provisioner.cluster.accounting import spec_commands, tres_limit_commands
+from provisioner.cluster.services.accounting import spec_commands, tres_limit_commands
 from provisioner.config.load import read_yaml
 from provisioner.config.parse import parse_gpu_list, parse_memory_mb
 from provisioner.config.types import ClusterSpec
@@ -133,7 +133,7 @@ def build_extravars(config_path: Optional[str], inventory: Inventory) -> Dict[st
 
 def accounting_vars(spec: ClusterSpec, name: str) -> Dict[str, Any]:
     """accounting: true -> the slurm_accounting role's variables: the spec's QoS and accounts
-    as the sacctmgr commands `up` runs (cluster/accounting.py), for root, who deploys and
+    as the sacctmgr commands `up` runs (cluster/services/accounting.py), for root, who deploys and
     verifies; the users the accounts list must exist on the controller (the role checks).
     The database password stays in a file beside the munge key: never an extra var (those
     are written into the runner's artifacts)."""

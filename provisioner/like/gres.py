@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
-from provisioner.like import hostlist
+from provisioner.config import hostlist
 from provisioner.like.reader import ConfFile, LikeError, Where
 
 

@@ -14,7 +14,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from provisioner.config.parse import MAX_GPU_ID
 from provisioner.config.validate import MAX_NODES, NODE_OPTIONS, NODE_RE, PARTITION_RE, TOKEN_RE
-from provisioner.like import hostlist, keys, scale
+from provisioner.like import keys, scale
+from provisioner.config import hostlist
 from provisioner.like.gres import GresConf
 from provisioner.like.reader import ConfFile, ConfLine, LikeError, Where
 from provisioner.like.report import Report

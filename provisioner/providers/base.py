@@ -6,10 +6,10 @@ export-logs, verify) is written once, in provisioner/cluster and provisioner/ver
 top of these.
 
 The core is Provider's abstract methods: a subclass that leaves one out cannot be
-instantiated (TypeError), and tests/unit/providers/test_base.py checks every registered
+instantiated (TypeError), and tests/unit/cluster/model/test_provider.py checks every registered
 provider. The capabilities are small classes too; a provider inherits those it
 has (Machines, Stoppable, NodeProcesses, Pausable, Orphans, ExtraLogs, ReadOnly, BootsDaemons: defined
-in provisioner/cluster/capabilities.py, so that cluster/ checks them without importing
+in provisioner/cluster/model/provider.py, so that cluster/ checks them without importing
 the providers, and re-exported here), and callers ask ``isinstance(provider, Capability)``.
 Without one, the caller does what the capability's docstring says (the documented
 default), so a new backend can start with the core alone.
@@ -20,17 +20,17 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Callable, List, Optional
 
-from provisioner.cluster.capabilities import (CAPABILITIES, BootsDaemons, Crashable, ExtraLogs,  # noqa: F401
+from provisioner.cluster.model.provider import (CAPABILITIES, BootsDaemons, Crashable, ExtraLogs,  # noqa: F401
                                               Machines, NodeProcesses, Orphans, Pausable, ReadOnly, Stoppable, daemons_alive,
                                               machines_running)
-from provisioner.cluster.jobfiles import HostDirFiles, JobFiles
-from provisioner.cluster.placement import Placement
-from provisioner.cluster.runner import Runner
-from provisioner.cluster.state import ClusterState
+from provisioner.cluster.model.jobfiles import HostDirFiles, JobFiles
+from provisioner.cluster.model.placement import Placement
+from provisioner.cluster.model.command_runner import Runner
+from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec
 
 if TYPE_CHECKING:
-    from provisioner.cluster.handle import Cluster
+    from provisioner.cluster.model.handle import Cluster
 
 Progress = Callable[[str], None]
 
@@ -54,7 +54,7 @@ class Provider(ABC):
         """Where the cluster's files, daemons and jobs live, computed from the state and, where
         the backend needs it, the host (local: /etc/hosts, Open MPI's parameter file, tini,
         the CPU count), everything found recorded in the Placement. provision calls it once;
-        later commands load the stored one (cluster/placement.py:load_placement) and call
+        later commands load the stored one (cluster/model/placement.py:load_placement) and call
         this only for a state file written before placements were stored."""
 
     @abstractmethod

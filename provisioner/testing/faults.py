@@ -1,7 +1,7 @@
 """`slurm_faults`: `simcluster fault` for a test, every fault healed when the test ends.
 
 Each call loads the cluster afresh and holds its lock, exactly like the `simcluster fault`
-commands (both go through provisioner/clusters.py's Injector); the fixture remembers every cluster it was used
+commands (both go through provisioner/named_clusters.py's Injector); the fixture remembers every cluster it was used
 on, and at teardown runs `fault heal` on each and waits until all of its nodes are ready,
 so the next test that reuses a session cluster finds it whole. The job faults
 (``time_limit``, ``preempt``) call the same functions as `simcluster fault time-limit` and
@@ -13,9 +13,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from provisioner.cluster import faults
-from provisioner.cluster.wait import nodes_ready
-from provisioner.clusters import Injector, load
+from provisioner.cluster.faults import kinds as faults
+from provisioner.cluster.model.wait import nodes_ready
+from provisioner.named_clusters import Injector, load
 from provisioner.errors import ClusterNotFound, StartupError
 from provisioner.testing.handle import SlurmCluster
 

@@ -15,11 +15,11 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List, Mapping, Optional, Sequence, Union
 
-from provisioner import clusters
-from provisioner.cluster import logs
-from provisioner.cluster.handle import Cluster
-from provisioner.cluster.jobfiles import HostDirFiles
-from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES, SlurmClient, SlurmError
+from provisioner import named_clusters
+from provisioner.cluster.inspect import logs
+from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.model.jobfiles import HostDirFiles
+from provisioner.cluster.model.slurm import JOB_VARIABLE_PREFIXES, SlurmClient, SlurmError
 from provisioner.testing.jobs import Job, SbatchError, wants_own_output
 
 
@@ -150,7 +150,7 @@ class SlurmCluster:
     def export_logs(self, dest: Union[str, os.PathLike]) -> Path:
         """Write the cluster's export-logs bundle into ``dest``; return it."""
         dest = Path(dest)
-        logs.export_logs(clusters.load(self.name), dest)  # fresh state: faults and pids as they are now
+        logs.export_logs(named_clusters.load(self.name), dest)  # fresh state: faults and pids as they are now
         return dest
 
     @property

@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence
 
-from provisioner.cluster.wait import WaitTimeout, poll_until
+from provisioner.cluster.model.wait import WaitTimeout, poll_until
 from provisioner.verify.jobs import FINAL_STATES
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 from typing import Callable, List, Optional
 
-from provisioner import clusters
+from provisioner import named_clusters
 from provisioner.errors import ClusterNotFound, SimclusterError
 from provisioner.paths import simcluster_home
 
@@ -82,7 +82,7 @@ def sweep(log: Callable[[str], None] = lambda line: None) -> List[str]:
     removed = []
     for name in orphaned():
         try:
-            log(clusters.down(name) + " (its pytest session had ended without taking it down)")
+            log(named_clusters.down(name) + " (its pytest session had ended without taking it down)")
             removed.append(name)
         except ClusterNotFound:
             pass  # never made, or another session swept it first

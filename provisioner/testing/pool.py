@@ -15,7 +15,8 @@ from __future__ import annotations
 import secrets
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from provisioner import clusters, providers
+from provisioner import providers
+from provisioner import named_clusters
 from provisioner.config import load_spec
 from provisioner.config.overrides import spec_overrides
 from provisioner.errors import ClusterNotFound, SimclusterError
@@ -124,7 +125,7 @@ class ClusterPool:
             raise CannotRun(self._cannot[key]) from None
         owners.record(name)  # before anything exists: a session killed during `up` is swept too
         try:
-            self.progress(clusters.up(spec, provider, progress=self.progress).splitlines()[0])
+            self.progress(named_clusters.up(spec, provider, progress=self.progress).splitlines()[0])
         except SimclusterError as exc:
             owners.forget(name)  # up deleted what it made
             raise BadRequest(f"simcluster up of a cluster of {describe(request)} failed: {exc.one_line()}"
@@ -132,7 +133,7 @@ class ClusterPool:
         except BaseException:
             owners.forget(name)
             raise
-        handle = SlurmCluster(clusters.load(name), owned=True)
+        handle = SlurmCluster(named_clusters.load(name), owned=True)
         self.owned.append(handle)
         return handle
 
@@ -140,7 +141,7 @@ class ClusterPool:
         """A running cluster this session did not make (--simcluster-existing); never taken down."""
         if name not in self.attached:
             try:
-                self.attached[name] = SlurmCluster(clusters.load(name), owned=False)
+                self.attached[name] = SlurmCluster(named_clusters.load(name), owned=False)
             except SimclusterError as exc:
                 raise BadRequest(f"--simcluster-existing {name}: {exc.one_line()}") from None
         return self.attached[name]
@@ -156,7 +157,7 @@ class ClusterPool:
             self.kept.append(handle.name)
             return
         try:
-            message = clusters.down(handle.name)
+            message = named_clusters.down(handle.name)
             if not quiet:
                 self.progress(message)
         except ClusterNotFound:

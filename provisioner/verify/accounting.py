@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Optional, Tuple
 
-from provisioner.cluster.slurm import SlurmClient
-from provisioner.cluster.wait import WaitTimeout, poll_until
+from provisioner.cluster.model.slurm import SlurmClient
+from provisioner.cluster.model.wait import WaitTimeout, poll_until
 from provisioner.config.types import ClusterSpec
 
 SACCT_FORMAT = "--format=JobID,JobName,State,ExitCode,NodeList"

@@ -9,8 +9,8 @@ from __future__ import annotations
 import time
 from typing import Dict, List, Optional, Tuple
 
-from provisioner.cluster.partitions import covering_partitions
-from provisioner.cluster.wait import WaitTimeout, poll_until
+from provisioner.cluster.model.partitions import covering_partitions
+from provisioner.cluster.model.wait import WaitTimeout, poll_until
 from provisioner.config.types import ClusterSpec
 from provisioner.verify.accounting import check_accounting as run_accounting_check
 from provisioner.verify.context import Submitted, VerifyContext, render_template

@@ -20,7 +20,7 @@ from __future__ import annotations
 import time
 from typing import Dict, List, Optional, Tuple
 
-from provisioner.cluster.wait import WaitTimeout, poll_until
+from provisioner.cluster.model.wait import WaitTimeout, poll_until
 from provisioner.verify.accounting import _sacct_row
 from provisioner.verify.basic import MEM, partition_line, training_partition
 from provisioner.verify.context import Submitted, VerifyContext, free_port, render_template
@@ -139,7 +139,7 @@ def check_requeue_resume(ctx: VerifyContext) -> Outcome:
         # processes on the surviving node are still being killed (KillWait) then, and
         # the same job id starting there again finds its old step "completing". The
         # heal keeps the victim drained until slurmctld has retried the first run's
-        # step kill to it (up to 60 s; cluster/repair.py says why).
+        # step kill to it (up to 60 s; cluster/lifecycle/repair.py says why).
         return False, state
     try:
         try:

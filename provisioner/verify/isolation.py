@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from provisioner.cluster.partitions import covering_partitions
+from provisioner.cluster.model.partitions import covering_partitions
 from provisioner.verify.basic import MEM, lines_with, partition_line, training_partition
 from provisioner.verify.context import Submitted, VerifyContext
 from provisioner.verify.jobs import JobError

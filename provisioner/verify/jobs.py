@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
-from provisioner.cluster.jobfiles import JobError  # noqa: F401  (checks import it from here)
+from provisioner.cluster.model.jobfiles import JobError  # noqa: F401  (checks import it from here)
 
 
 POLL_S = 0.2
@@ -57,7 +57,7 @@ class JobView:
 
 
 if TYPE_CHECKING:
-    from provisioner.cluster.slurm import SlurmClient
+    from provisioner.cluster.model.slurm import SlurmClient
 
 
 class JobTracker:

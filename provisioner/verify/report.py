@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, TextIO
 
 from provisioner.verify.outcome import FAIL, PASS, SKIP
-from provisioner.verify.runner import CheckResult
+from provisioner.verify.check_runner import CheckResult
 
 WIDTH = 24  # check-name column
 

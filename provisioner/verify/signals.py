@@ -8,7 +8,7 @@
                       its counter on the signal, is requeued, and its second run resumes
                       from the checkpoint
 
-Both use cluster/jobfaults.py, the code of `simcluster fault time-limit` and `fault
+Both use cluster/faults/jobfaults.py, the code of `simcluster fault time-limit` and `fault
 preempt`, over the target's Slurm client: they need nothing but Slurm's own commands,
 so they run on local, docker and deployed clusters alike. (signals.time-limit, the
 short-job form of the signal check, is in basic.py.)
@@ -25,9 +25,9 @@ import re
 import time
 from typing import Optional, Tuple
 
-from provisioner.cluster import jobfaults
-from provisioner.cluster.partitions import covering_partitions
-from provisioner.cluster.wait import WaitTimeout, poll_until
+from provisioner.cluster.faults import jobfaults
+from provisioner.cluster.model.partitions import covering_partitions
+from provisioner.cluster.model.wait import WaitTimeout, poll_until
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import SimclusterError
 from provisioner.verify.basic import MEM, follow_requeued, one_node, parse_kv, partition_line

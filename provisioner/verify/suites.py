@@ -6,7 +6,7 @@ from typing import List, Sequence
 
 from provisioner.errors import UsageError
 from provisioner.verify import basic, container, faults, isolation, rest, signals, training, versions
-from provisioner.verify.runner import Check
+from provisioner.verify.check_runner import Check
 
 SUITES = ("basic", "signals", "rest", "ddp", "fsdp", "deepspeed", "megatron", "faults")
 # Not in "all": the faults suite breaks the cluster on purpose (and heals it), needs a

@@ -12,12 +12,12 @@ import json
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from provisioner.cluster.capabilities import NodeProcesses
-from provisioner.cluster.runner import Runner
-from provisioner.cluster.slurm import SlurmClient
+from provisioner.cluster.model.provider import NodeProcesses
+from provisioner.cluster.model.command_runner import Runner
+from provisioner.cluster.model.slurm import SlurmClient
 from provisioner.config.types import ClusterSpec
-from provisioner.cluster.jobfiles import JobFiles
-from provisioner.clusters import Injector, load
+from provisioner.cluster.model.jobfiles import JobFiles
+from provisioner.named_clusters import Injector, load
 
 # Importable by the jobs' python, else the training suite is SKIP (probe run once per module).
 _PROBE = ("import importlib.util, json, sys\n"
@@ -97,12 +97,12 @@ class VerifyTarget:
     logs_hint: str  # where the daemon logs are, for a failed check's hint
     probe_runner: Optional[Runner] = None  # a machine that runs the jobs' python (default: the client's)
     # `verify --suite faults`: kill(node), kill_controller(), stop_accounting(), heal() and
-    # ``fast`` (provisioner.cluster.faults.Injector); None where simcluster cannot inject
+    # ``fast`` (provisioner.cluster.faults.kinds.Injector); None where simcluster cannot inject
     # faults (a deployed cluster over SSH), and those checks SKIP.
     faults: Optional[object] = None
     # What the nodes have of a machine of their own (network, cgroups, /etc/slurm): node_facts.
     nodes: NodeFacts = field(default_factory=NodeFacts.unknown)
-    # rest: true: where this host reaches slurmrestd (cluster/rest.py); None: no REST API.
+    # rest: true: where this host reaches slurmrestd (cluster/services/rest.py); None: no REST API.
     rest_url: Optional[str] = None
     _modules: Dict[str, bool] = field(default_factory=dict)
 
@@ -143,7 +143,7 @@ def target_for(name: str) -> VerifyTarget:
 
 
 def target_of(cluster) -> VerifyTarget:
-    """The verify target of ``cluster`` (a provisioner.cluster.handle.Cluster), whichever
+    """The verify target of ``cluster`` (a provisioner.cluster.model.handle.Cluster), whichever
     provider made it: job files, python and GPU numbering from its placement and provider;
     faults where the provider can list a node's processes (else those checks SKIP)."""
     pl, provider = cluster.placement, cluster.provider

@@ -1,6 +1,6 @@
 """The status key contract: every backend's `status --json` has exactly these keys.
 
-The reference is the model itself (provisioner/cluster/status.py), filled with
+The reference is the model itself (provisioner/cluster/inspect/status.py), filled with
 placeholders, so a field added to the model is expected everywhere at once.
 """
 
@@ -10,8 +10,9 @@ import dataclasses
 from types import SimpleNamespace
 from typing import Any, Set
 
-from provisioner.cluster import accounting, rest
-from provisioner.cluster.status import ClusterStatus, DaemonStatus, NodeStatus
+from provisioner.cluster.services import accounting
+from provisioner.cluster.services import rest
+from provisioner.cluster.inspect.status import ClusterStatus, DaemonStatus, NodeStatus
 
 
 def key_paths(value: Any, prefix: str = "") -> Set[str]:

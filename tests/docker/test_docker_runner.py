@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from provisioner.providers.docker import image
-from provisioner.providers.docker.runner import DockerExecRunner, boot_id
+from provisioner.providers.docker.exec_runner import DockerExecRunner, boot_id
 
 pytestmark = pytest.mark.integration
 

@@ -21,10 +21,10 @@ from typing import Dict, List
 import pytest
 
 from provisioner.verify.accounting import check_accounting
-from provisioner.clusters import load
+from provisioner.named_clusters import load
 from provisioner.paths import ClusterLayout
 from provisioner.providers.local.processes import cluster_pids
-from provisioner.cluster.state import ClusterState
+from provisioner.cluster.model.state import ClusterState
 from tests.conftest import REPO, TEST_HOME_ROOT, Cluster, daemons_under, run_cli
 from tests.integration.test_rootless import _as_user, unprivileged_user  # noqa: F401 (a fixture)
 
@@ -194,8 +194,8 @@ def test_without_accounting_nothing_changes(make_cluster):
 
 
 def test_a_database_that_fails_to_start_leaves_nothing_behind(sim_home, monkeypatch):
-    from provisioner import clusters
-    from provisioner.cluster import accounting
+    from provisioner import named_clusters
+    from provisioner.cluster.services import accounting
     from provisioner.config import load_spec
     from provisioner.errors import StartupError
     from provisioner.providers import provider_named
@@ -204,7 +204,7 @@ def test_a_database_that_fails_to_start_leaves_nothing_behind(sim_home, monkeypa
     monkeypatch.setattr(accounting, "SERVER_OPTIONS", accounting.SERVER_OPTIONS + ["--no-such-option=1"])
     spec = load_spec(None, {"name": "dbfail", "nodes": 1, "accounting": True})
     with pytest.raises(StartupError) as err:
-        clusters.up(spec, provider_named("local"), progress=lambda msg: None)
+        named_clusters.up(spec, provider_named("local"), progress=lambda msg: None)
     assert "creating the accounting database failed" in err.value.message
     assert "no-such-option" in err.value.details  # the log tail says why
     assert not (sim_home / "dbfail").exists()

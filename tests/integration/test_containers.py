@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cluster import containers
+from provisioner.cluster.services import containers
 from provisioner.config.versions import host_slurm_version
 from tests.conftest import daemons_under, run_cli
 from tests.integration.test_local_cluster import wait_job, write_job

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cluster import fakegpus
+from provisioner.cluster.services import fakegpus
 from tests.conftest import run_cli
 from tests.integration.test_local_cluster import wait_job
 

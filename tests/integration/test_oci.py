@@ -16,7 +16,7 @@ import subprocess
 
 import pytest
 
-from provisioner.cluster import oci
+from provisioner.cluster.services import oci
 from tests.conftest import module_cluster, run_cli
 from tests.integration.test_containers import CONTAINER_MARKS, _tiny_rootfs
 from tests.integration.test_local_cluster import wait_job

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional
 import pytest
 
 from provisioner.config.validate import validate
-from provisioner.cluster.nodepaths import NodePaths
+from provisioner.nodepaths import NodePaths
 from provisioner.paths import ClusterLayout
 from provisioner.render import RenderInputs, default_ports
 from tests.conftest import TEST_HOME_ROOT, daemons_under, run_cli

@@ -951,16 +951,16 @@ def test_spec_key_checker():
 
 
 @pytest.mark.parametrize("token, problem", [
-    ("provisioner/cluster/lifecycle.py", None),
-    ("provisioner/cluster/lifecycle.py:STOP_ORDER", None),
+    ("provisioner/cluster/lifecycle/create.py", None),
+    ("provisioner/cluster/lifecycle/create.py:STOP_ORDER", None),
     ("provisioner/render.py:build_context", None),
     ("configs/templates/*.j2", None),
     ("ansible/", None),
     ("$SIMCLUSTER_HOME/<name>", None),
     ("provisioner.verify.accounting.check_accounting", None),
     ("provisioner/actions/context.py", "provisioner/actions/context.py does not exist"),
-    ("provisioner/cluster/daemons.py:SLURMD_ENV_DEFAULTS",
-     "provisioner/cluster/daemons.py has no 'SLURMD_ENV_DEFAULTS'"),
+    ("provisioner/cluster/services/daemons.py:SLURMD_ENV_DEFAULTS",
+     "provisioner/cluster/services/daemons.py has no 'SLURMD_ENV_DEFAULTS'"),
     ("provisioner.accounting_check.check_accounting", "no module provisioner.accounting_check"),
     ("provisioner/data/configs/templates/slurm.conf.j2", None),
     ("provisioner.verify.accounting.nothing", "provisioner/verify/accounting.py defines no 'nothing'"),

@@ -1,7 +1,7 @@
 """provisioner/cluster/ has no import cycles and never imports up.
 
 cluster/ is the shared model every provider builds on: it may import provisioner.config,
-errors, paths and render, never the providers (provisioner/clusters.py binds the two),
+errors, paths and render, never the providers (provisioner/named_clusters.py binds the two),
 the CLI, verify, testing, check or deploy. Its modules import each other at the top; a
 function-local import is allowed only with a `# lazy: <reason>` comment (start-up speed),
 and it still counts as an edge of the graph checked for cycles. Imports under
@@ -23,7 +23,7 @@ import provisioner
 PACKAGE = Path(provisioner.__file__).parent
 CLUSTER = PACKAGE / "cluster"
 MODULES = sorted(p.stem for p in CLUSTER.glob("*.py") if p.stem != "__init__")
-FORBIDDEN = ("provisioner.providers", "provisioner.clusters", "provisioner.cli", "provisioner.verify",
+FORBIDDEN = ("provisioner.providers", "provisioner.named_clusters", "provisioner.cli", "provisioner.verify",
              "provisioner.testing", "provisioner.check", "provisioner.deploy", "provisioner.pytest_plugin")
 
 
@@ -50,7 +50,7 @@ def imports_of(path: Path) -> List[Tuple[str, int, bool]]:
             found += [(a.name, node.lineno, local) for a in node.names]
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             found.append((node.module, node.lineno, local))
-            # `from provisioner.cluster import steps` imports the module provisioner.cluster.steps
+            # `from provisioner.cluster import steps` imports the module provisioner.cluster.lifecycle.steps
             found += [(f"{node.module}.{a.name}", node.lineno, local) for a in node.names
                       if (PACKAGE.parent / (node.module.replace(".", "/") + f"/{a.name}.py")).exists()]
     return found

@@ -36,8 +36,8 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional, Tuple
 
-from provisioner.cluster.poll import WaitTimeout, poll_until
-from provisioner.cluster.slurm import SlurmClient, parse_oneliner, parse_show_config
+from provisioner.cluster.model.poll import WaitTimeout, poll_until
+from provisioner.cluster.model.slurm import SlurmClient, parse_oneliner, parse_show_config
 from provisioner.errors import SimclusterError, UsageError
 
 # slurmctld's time-limit pass: PERIODIC_TIMEOUT in slurmctld.h (22.05 and later), compiled in.
@@ -114,7 +114,7 @@ def new_time_limit(run_s: int, in_s: float) -> int:
     return max(1, math.ceil((run_s + in_s) / 60))
 
 
-parse_config = parse_show_config  # the one parser, in cluster/slurm.py
+parse_config = parse_show_config  # the one parser, in cluster/model/slurm.py
 
 
 def _mode_of(text: Optional[str]) -> str:

@@ -13,16 +13,16 @@ repairing `up`/`start` (dead daemons restart in place, from their saved state).
   drain NODE        scontrol update state=DRAIN reason=...
   heal              undo every fault still active and restart whatever daemon is dead
 
-and two faults of one job, in seconds (cluster/jobfaults.py has them in full):
+and two faults of one job, in seconds (cluster/faults/jobfaults.py has them in full):
 
   time-limit JOB S  its end moves to about S seconds from now: its --signal, then TIMEOUT
   preempt JOB       requeued or cancelled as its QoS/partition/cluster PreemptMode says,
                     after GraceTime and the signal
 
 Every function here takes a loaded `Cluster` and runs under the cluster's lock, which its
-caller holds: provisioner/clusters.py's `Injector` (used by `simcluster fault`, `verify
+caller holds: provisioner/named_clusters.py's `Injector` (used by `simcluster fault`, `verify
 --suite faults` and the pytest plugin) takes the lock and loads the cluster inside it,
-as `up`/`down`/`stop`/`start` do (the rule is in cluster/lifecycle.py). The job faults
+as `up`/`down`/`stop`/`start` do (the rule is in cluster/lifecycle/create.py). The job faults
 are the exception: they change only a job, through slurmctld, never the cluster or its
 state file, so their callers load the cluster without the lock (a GraceTime wait holds
 up no other command), as `status` and `verify` do.
@@ -34,11 +34,11 @@ import signal
 import time
 from typing import Callable, Dict, List, Optional
 
-from provisioner.cluster import jobfaults
-from provisioner.cluster.capabilities import Crashable, Pausable, node_pids
-from provisioner.cluster.handle import Cluster
-from provisioner.cluster.repair import HOLD_REASON, repair, unpause
-from provisioner.cluster.wait import nodes_ready
+from provisioner.cluster.faults import jobfaults
+from provisioner.cluster.model.provider import Crashable, Pausable, node_pids
+from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.lifecycle.repair import HOLD_REASON, repair, unpause
+from provisioner.cluster.model.wait import nodes_ready
 from provisioner.errors import UsageError
 
 KINDS = ("kill", "pause", "kill-controller", "stop-accounting", "drain")

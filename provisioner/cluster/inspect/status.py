@@ -12,11 +12,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
-from provisioner.cluster import accounting, rest
-from provisioner.cluster.capabilities import ReadOnly, daemons_alive, machines_running
-from provisioner.cluster.handle import Cluster
-from provisioner.cluster.placement import CONTROLLER
-from provisioner.cluster.repair import hung_nodes
+from provisioner.cluster.services import accounting
+from provisioner.cluster.services import rest
+from provisioner.cluster.model.provider import ReadOnly, daemons_alive, machines_running
+from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.model.placement import CONTROLLER
+from provisioner.cluster.lifecycle.repair import hung_nodes
 
 
 @dataclass

@@ -2,13 +2,13 @@
 
 `create` provisions the machines through the provider, runs the shared step list and on
 failure deletes what it made unless --retain (kind's create). `repair_in_place` brings a
-cluster that exists back without wiping it (cluster/repair.py); `stop` stops its daemons
+cluster that exists back without wiping it (cluster/lifecycle/repair.py); `stop` stops its daemons
 and keeps every file. Clusters by *name* (find, load, up, down, start, list: the provider
-registry, and the lock) are one level up, in provisioner/clusters.py: nothing in
+registry, and the lock) are one level up, in provisioner/named_clusters.py: nothing in
 cluster/ imports the providers, which build on cluster/.
 
 Locking, one rule for lifecycle and faults: whatever takes a cluster *name* and changes
-the cluster (provisioner/clusters.py: up, down, stop, start, and every `Injector` method,
+the cluster (provisioner/named_clusters.py: up, down, stop, start, and every `Injector` method,
 the `simcluster fault` commands) takes the cluster's lock (state.locked) and loads the
 cluster inside it. Everything that takes a `Cluster` or a provider (this module,
 faults.py, repair.py, steps.py) runs under the lock its caller holds and never takes it.
@@ -26,12 +26,12 @@ import socket
 import time
 from typing import TYPE_CHECKING, Callable, List
 
-from provisioner.cluster.capabilities import Stoppable, daemons_alive, machines_running
-from provisioner.cluster.handle import Cluster
-from provisioner.cluster.repair import paused_nodes, repair, unpause
-from provisioner.cluster.state import ClusterState
-from provisioner.cluster.steps import UpRun, run_steps
-from provisioner.cluster.wait import WaitTimeout, poll_until
+from provisioner.cluster.model.provider import Stoppable, daemons_alive, machines_running
+from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.lifecycle.repair import paused_nodes, repair, unpause
+from provisioner.cluster.model.state import ClusterState
+from provisioner.cluster.lifecycle.steps import UpRun, run_steps
+from provisioner.cluster.model.wait import WaitTimeout, poll_until
 from provisioner.config.types import ClusterSpec
 from provisioner.paths import ClusterLayout, state_dir_mode
 

@@ -15,12 +15,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
-from provisioner.cluster.capabilities import machines_running
-from provisioner.cluster import accounting, daemons, rest, steps
-from provisioner.cluster.handle import Cluster
-from provisioner.cluster.slurm import NodeState, parse_oneliner
-from provisioner.cluster.steps import UpRun
-from provisioner.cluster.wait import WaitTimeout, nodes_ready, poll_until
+from provisioner.cluster.model.provider import machines_running
+from provisioner.cluster.services import accounting
+from provisioner.cluster.services import daemons
+from provisioner.cluster.services import rest
+from provisioner.cluster.lifecycle import steps
+from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.model.slurm import NodeState, parse_oneliner
+from provisioner.cluster.lifecycle.steps import UpRun
+from provisioner.cluster.model.wait import WaitTimeout, nodes_ready, poll_until
 from provisioner.render import TIMEOUTS
 
 
@@ -221,7 +224,7 @@ def wait_answering(cluster: Cluster, timeout: float) -> None:
 
 def repair(cluster: Cluster, progress: Callable[[str], None], timeout: float) -> List[str]:
     """Restart what is dead or hung; return what was restarted ([] when nothing was wrong).
-    The caller holds the cluster's lock (cluster/lifecycle.py says why)."""
+    The caller holds the cluster's lock (cluster/lifecycle/create.py says why)."""
     p = plan(cluster)
     if p.empty:
         return []

@@ -28,14 +28,15 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from provisioner.cluster import fakegpus, steps
-from provisioner.cluster.handle import Cluster
-from provisioner.cluster.lifecycle import is_running, terminate
-from provisioner.cluster.poll import WaitTimeout, poll_until
-from provisioner.cluster.state import ClusterState
+from provisioner.cluster.services import fakegpus
+from provisioner.cluster.lifecycle import steps
+from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.lifecycle.create import is_running, terminate
+from provisioner.cluster.model.poll import WaitTimeout, poll_until
+from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.errors import StartupError, UsageError
-from provisioner.like import hostlist
+from provisioner.config import hostlist
 from provisioner.render import SECRET_FILES, render_all, write_files
 
 Progress = Callable[[str], None]

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from provisioner.cluster.poll import WaitTimeout, poll_until
+from provisioner.cluster.model.poll import WaitTimeout, poll_until
 
 DEFAULT_TIMEOUT = 30.0
 TIMED_OUT = 124

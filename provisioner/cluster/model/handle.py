@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Dict, List, Optional
 
-from provisioner.cluster.placement import CONTROLLER, Placement, load_placement
-from provisioner.cluster.runner import Runner
-from provisioner.cluster.slurm import SlurmClient
-from provisioner.cluster.state import ClusterState
+from provisioner.cluster.model.placement import CONTROLLER, Placement, load_placement
+from provisioner.cluster.model.command_runner import Runner
+from provisioner.cluster.model.slurm import SlurmClient
+from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec
 
 if TYPE_CHECKING:

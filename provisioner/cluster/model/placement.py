@@ -14,9 +14,9 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
 
-from provisioner.cluster.nodepaths import NodePaths
-from provisioner.cluster.runner import descendant_pid
-from provisioner.cluster.state import ClusterState
+from provisioner.nodepaths import NodePaths
+from provisioner.cluster.model.command_runner import descendant_pid
+from provisioner.cluster.model.state import ClusterState
 from provisioner.render import RenderInputs
 
 if TYPE_CHECKING:
@@ -48,7 +48,7 @@ class Placement:
     # MPI's parameter file made from the host's).
     extra_files: Dict[str, str] = field(default_factory=dict)
     dbd_port: Optional[int] = None
-    # rest: true: where slurmrestd listens (cluster/rest.py): its port (None: Slurm's 6820)
+    # rest: true: where slurmrestd listens (cluster/services/rest.py): its port (None: Slurm's 6820)
     # and address, the controller's on the cluster's own network; "": the controller
     # machine's own address, asked when it starts (a container's).
     rest_port: Optional[int] = None

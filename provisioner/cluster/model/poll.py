@@ -1,7 +1,7 @@
 """The one poll loop: call a check until it holds or a timeout passes (no cluster needed).
 
 A leaf module, so that everything in cluster/ (runners included) can poll through it;
-cluster/wait.py builds the wait strategies (guards, log tails, readable timeouts) on it.
+cluster/model/wait.py builds the wait strategies (guards, log tails, readable timeouts) on it.
 """
 
 from __future__ import annotations

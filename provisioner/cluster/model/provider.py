@@ -1,9 +1,9 @@
-"""The optional capabilities of a provider: what it may add to the core (providers/base.py).
+"""The optional capabilities of a provider: what it may add to the core (cluster/model/provider.py).
 
 A provider inherits the capabilities it has; code in cluster/ asks
 ``isinstance(cluster.provider, Capability)`` and, without one, does what the
 capability's docstring says (the documented default). They live here, below the
-providers, so that cluster/ never imports provisioner.providers; providers/base.py
+providers, so that cluster/ never imports provisioner.providers; cluster/model/provider.py
 re-exports them beside the core.
 """
 
@@ -13,11 +13,11 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Dict, List
 
-from provisioner.cluster.state import ClusterState
+from provisioner.cluster.model.state import ClusterState
 from provisioner.errors import UsageError
 
 if TYPE_CHECKING:
-    from provisioner.cluster.handle import Cluster
+    from provisioner.cluster.model.handle import Cluster
 
 
 class Machines(ABC):
@@ -98,7 +98,7 @@ class Orphans(ABC):
 
 class ExtraLogs(ABC):
     """More for export-logs' bundle than the shared part writes.
-    Without it: the shared bundle (provisioner/cluster/logs.py) only."""
+    Without it: the shared bundle (provisioner/cluster/inspect/logs.py) only."""
 
     @abstractmethod
     def extra_logs(self, state: ClusterState, out_dir: Path) -> List[Path]:
@@ -112,7 +112,7 @@ class ExtraLogs(ABC):
 class BootsDaemons(ABC):
     """Machines that start the cluster's daemons themselves as they first start (a
     container's entrypoint), so that the daemons start while the other machines still
-    come up. The plan is the steps' own (cluster/steps.py: boot_plan): the same command
+    come up. The plan is the steps' own (cluster/lifecycle/steps.py: boot_plan): the same command
     lines, environments and log files. provision makes the machines without starting them
     where it can (boots() then holds); `up`'s "machines" step, after the configs are
     written, hands the plan over and starts them (boot_machines); the steps that follow

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from typing import Dict, List, Mapping, Optional, Sequence
 
-from provisioner.cluster.runner import DEFAULT_TIMEOUT, Result, Runner
+from provisioner.cluster.model.command_runner import DEFAULT_TIMEOUT, Result, Runner
 
 # Node states in which a node answers and can run work.
 READY_STATES = {"idle", "mixed", "allocated", "completing"}

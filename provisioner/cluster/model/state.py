@@ -2,7 +2,7 @@
 
 Every backend keeps one, in $SIMCLUSTER_HOME/<name>/state.json; its ``backend`` picks the
 provider that made the cluster. Since version 2 it also holds the cluster's placement
-(cluster/placement.py), computed once when the provider provisioned the machines, so
+(cluster/model/placement.py), computed once when the provider provisioned the machines, so
 later commands take it from this file instead of asking the host again.
 
 Written atomically (temp file + rename) so a crash never leaves half a file behind.

@@ -7,7 +7,7 @@ the log tails that explain it. No fixed sleeps: a fast cluster is seen ready wit
 milliseconds of being ready.
 
 Every poll in simcluster that waits for something to happen goes through here
-(``poll_until``, in cluster/poll.py so that the runners below can use it too, or a
+(``poll_until``, in cluster/model/poll.py so that the runners below can use it too, or a
 ``WaitStrategy``), so each has a timeout and says on timeout what it
 last saw. ``nodes_ready`` is the one "every node answers / is idle" wait; ``daemons_guard``
 is the "it died" guard the daemon waits share.
@@ -19,9 +19,9 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Dict, Generic, List, Optional, Tuple, TypeVar
 
-from provisioner.cluster.handle import Cluster, log_name
-from provisioner.cluster.poll import WaitTimeout, poll_until
-from provisioner.cluster.slurm import NodeState, format_node_table
+from provisioner.cluster.model.handle import Cluster, log_name
+from provisioner.cluster.model.poll import WaitTimeout, poll_until
+from provisioner.cluster.model.slurm import NodeState, format_node_table
 from provisioner.errors import StartupError
 
 T = TypeVar("T")

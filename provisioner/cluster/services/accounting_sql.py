@@ -5,7 +5,7 @@ that register a cluster.
 Standard library only, with no imports from the package: the Ansible roles' filter plugin
 (ansible/filter_plugins/simcluster.py) loads this file by path, so `simcluster deploy` and
 a plain ansible-playbook run create the database with exactly the SQL `up` uses
-(cluster/accounting.py).
+(cluster/services/accounting.py).
 """
 
 from __future__ import annotations

@@ -9,9 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Dict, List, Optional
 
-from provisioner.cluster.handle import Cluster, log_name
-from provisioner.cluster.placement import CONTROLLER, NODE_TOKEN
-from provisioner.cluster.wait import WaitStrategy, daemons_guard
+from provisioner.cluster.model.handle import Cluster, log_name
+from provisioner.cluster.model.placement import CONTROLLER, NODE_TOKEN
+from provisioner.cluster.model.wait import WaitStrategy, daemons_guard
 
 # Added to each slurmd's environment. Measured with Slurm 22.05 on Debian 12
 # (docs/benchmarks.md has the numbers):
@@ -80,7 +80,7 @@ def slurmdbd_argv(cluster: Cluster) -> List[str]:
 class Launch:
     """One daemon as its machine starts it: its command line, whole environment and log
     file. The steps start it through the runner; a machine that starts its daemons itself
-    (cluster/capabilities.py: BootsDaemons) gets the very same."""
+    (cluster/model/provider.py: BootsDaemons) gets the very same."""
 
     key: str  # the daemon's key in the state ("munged", "slurmctld", "slurmd:node1")
     argv: List[str]

@@ -21,7 +21,7 @@ import tempfile
 from pathlib import Path
 from typing import Dict, List
 
-from provisioner.cluster.containers import DOCKERD, docker_image_of, export_rootfs, run_tool
+from provisioner.cluster.services.containers import DOCKERD, docker_image_of, export_rootfs, run_tool
 from provisioner.errors import PrerequisiteError, UsageError
 
 # The script every oci.conf command calls (configs/templates/oci_runtime.sh.j2).

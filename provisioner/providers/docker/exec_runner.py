@@ -26,7 +26,7 @@ from typing import Dict, List, Optional, Set, Tuple
 from docker.errors import DockerException
 from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
 
-from provisioner.cluster.runner import DEFAULT_TIMEOUT, NOT_FOUND, TIMED_OUT, Result, Runner, parse_pids_alive
+from provisioner.cluster.model.command_runner import DEFAULT_TIMEOUT, NOT_FOUND, TIMED_OUT, Result, Runner, parse_pids_alive
 from provisioner.providers.docker.engine import client
 
 

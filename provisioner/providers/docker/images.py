@@ -85,7 +85,7 @@ def unpack(name: str, host_shared: Path, inner_shared: str, container: str) -> s
 
     from provisioner.errors import UsageError
     from provisioner.providers.docker.engine import client, explain
-    from provisioner.providers.docker.runner import DockerExecRunner
+    from provisioner.providers.docker.exec_runner import DockerExecRunner
 
     api = client().api
     try:

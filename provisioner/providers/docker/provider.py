@@ -40,12 +40,12 @@ from typing import Dict, List, Optional
 from docker.errors import DockerException, NotFound
 from docker.types import DeviceRequest, Mount
 
-from provisioner.cluster import fakegpus
-from provisioner.cluster.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
-from provisioner.cluster.placement import CONTROLLER, Placement
-from provisioner.cluster.scale import Scalable
-from provisioner.cluster.state import ClusterState
-from provisioner.cluster.steps import Boot
+from provisioner.cluster.services import fakegpus
+from provisioner.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
+from provisioner.cluster.model.placement import CONTROLLER, Placement
+from provisioner.cluster.lifecycle.scale import Scalable
+from provisioner.cluster.model.state import ClusterState
+from provisioner.cluster.lifecycle.steps import Boot
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
 from provisioner.paths import ClusterLayout
@@ -54,7 +54,7 @@ from provisioner.providers.base import (BootsDaemons, ExtraLogs, Machines, NodeP
 from provisioner.providers.docker import engine, image
 from provisioner.providers.docker.engine import (LABEL_CLUSTER, LABEL_FAKE, LABEL_GPUS, LABEL_NODE, LABEL_ROLE,
                                                  LABEL_SPEC, LABEL_SPEC_JSON, LABEL_STATE, client, explain)
-from provisioner.providers.docker.runner import DockerExecRunner, boot_id, forget
+from provisioner.providers.docker.exec_runner import DockerExecRunner, boot_id, forget
 from provisioner.render import AccountingInputs, RenderInputs, shape_is_real
 
 CONTROLLER_HOST = "slurmctld"
@@ -96,7 +96,7 @@ def boot_script(key: str, boots: List[Boot], ready: str = CONTROLLER_READY) -> s
     lines = [
         "#!/bin/sh",
         f"# Written by `simcluster up`: the daemons of machine {key}, as the steps of `up` start them",
-        "# (provisioner/cluster/steps.py: boot_plan; docs/docker.md). $1: the boot directory.",
+        "# (provisioner/cluster/lifecycle/steps.py: boot_plan; docs/docker.md). $1: the boot directory.",
         'd="$1"',
         f'await() {{ n=0; while [ ! -e "$1" ]; do n=$((n+1)); if [ $n -gt {BOOT_WAIT_STEPS} ]; then '
         'echo "gave up waiting for $1" >&2; exit 1; fi; sleep 0.01; done; }',

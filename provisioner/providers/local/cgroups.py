@@ -26,7 +26,7 @@ import subprocess
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional
 
-from provisioner.cluster.placement import NODE_TOKEN
+from provisioner.cluster.model.placement import NODE_TOKEN
 
 ROOT = Path("/sys/fs/cgroup")
 # What Slurm's cgroup/v1 plugin uses: freezer (proctrack/cgroup), cpuset, memory and
@@ -309,7 +309,7 @@ def _v2_unavailable_reason() -> str:
 
 
 def find_program(name: str) -> Optional[str]:
-    from provisioner.cluster.runner import find_binary  # the same lookup as the node start chain
+    from provisioner.cluster.model.command_runner import find_binary  # the same lookup as the node start chain
     return find_binary(name)
 
 

@@ -33,9 +33,9 @@ import tempfile
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from provisioner.cluster.placement import NODE_TOKEN
-from provisioner.cluster.runner import descendant_pid as daemon_pid  # the slurmd behind namespace_prefix
-from provisioner.cluster.runner import find_binary
+from provisioner.cluster.model.placement import NODE_TOKEN
+from provisioner.cluster.model.command_runner import descendant_pid as daemon_pid  # the slurmd behind namespace_prefix
+from provisioner.cluster.model.command_runner import find_binary
 from provisioner.config.types import ClusterSpec
 from provisioner.paths import REPO_ROOT
 
@@ -380,7 +380,7 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
     The node's processes end with the namespace: when its slurmd exits, tini exits with
     it and the kernel kills every process left in the namespace, as a node that goes down
     takes its jobs with it. The daemon's pid is then tini's child's, not the one `unshare`
-    gets (:func:`daemon_pid`, which is cluster/runner.py's descendant_pid, finds it). With
+    gets (:func:`daemon_pid`, which is cluster/model/command_runner.py's descendant_pid, finds it). With
     ``spool`` too, the node's spool directory
     (``spool``/<node>) is a tmpfs of the namespace (see _NAMESPACE_PID_SCRIPT). Without
     ``init`` the daemon keeps the pid it was started with (unshare and sh exec, they do

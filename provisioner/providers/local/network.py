@@ -47,7 +47,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
-from provisioner.cluster.runner import find_binary
+from provisioner.cluster.model.command_runner import find_binary
 from provisioner.errors import StartupError
 
 POOL = ipaddress.ip_network("198.18.0.0/15")

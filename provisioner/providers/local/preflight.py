@@ -11,7 +11,7 @@ from typing import Dict, List, Optional, Tuple
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import PrerequisiteError, UsageError
 from provisioner.paths import ClusterLayout
-from provisioner.cluster.runner import find_binary
+from provisioner.cluster.model.command_runner import find_binary
 from provisioner.providers.local import names
 from provisioner.providers.local.ports import check_ports_free
 

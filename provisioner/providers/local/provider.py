@@ -20,14 +20,16 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
-from provisioner.cluster import accounting, containers, fakegpus
-from provisioner.cluster.capabilities import Machines
-from provisioner.cluster.placement import CONTROLLER, NODE_TOKEN, NodePaths, Placement
-from provisioner.cluster.poll import WaitTimeout, poll_until
-from provisioner.cluster.runner import HostRunner, find_binary
-from provisioner.cluster.scale import Scalable
-from provisioner.cluster.slurm import JOB_VARIABLE_PREFIXES
-from provisioner.cluster.state import ClusterState, all_states, port_lock, reserved_ports
+from provisioner.cluster.services import accounting
+from provisioner.cluster.services import containers
+from provisioner.cluster.services import fakegpus
+from provisioner.cluster.model.provider import Machines
+from provisioner.cluster.model.placement import CONTROLLER, NODE_TOKEN, NodePaths, Placement
+from provisioner.cluster.model.poll import WaitTimeout, poll_until
+from provisioner.cluster.model.command_runner import HostRunner, find_binary
+from provisioner.cluster.lifecycle.scale import Scalable
+from provisioner.cluster.model.slurm import JOB_VARIABLE_PREFIXES
+from provisioner.cluster.model.state import ClusterState, all_states, port_lock, reserved_ports
 from provisioner.config.types import ClusterSpec
 from provisioner.config.versions import controller_resolves_node_names, host_slurm_version, release_of
 from provisioner.errors import StartupError, UsageError
@@ -296,7 +298,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
         # Clusters made before this choice was recorded keep their TaskProlog.
         task_prolog = init is None or state.provider_data.get("task_prolog", True)
         host_cpus = len(os.sched_getaffinity(0))
-        # pyxis's container options where this host can run the plugin (cluster/containers.py).
+        # pyxis's container options where this host can run the plugin (cluster/services/containers.py).
         no_containers = containers.unavailable_reason(os.geteuid() == 0, in_namespace, slurm_version)
         render = RenderInputs(paths=NodePaths.of_layout(layout), hostname=state.hostname, slurm_user=state.user,
                               controller_port=state.controller_port, node_ports=dict(state.node_ports),

@@ -14,7 +14,7 @@ from __future__ import annotations
 from contextlib import contextmanager
 from typing import Iterator, Optional
 
-from provisioner.cluster.handle import Cluster
+from provisioner.cluster.model.handle import Cluster
 from provisioner.providers.ssh.provider import SSHProvider
 from provisioner.providers.ssh.session import SSHSession, parse_target
 

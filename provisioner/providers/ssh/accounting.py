@@ -9,7 +9,7 @@ import posixpath
 import shlex
 from typing import Dict, List, Optional, Tuple
 
-from provisioner.cluster.runner import Runner
+from provisioner.cluster.model.command_runner import Runner
 
 ACCOUNTING_DAEMONS = ("slurmdbd", "mariadbd")
 REST_URL_FILE = "slurmrestd.url"  # ansible/roles/slurm_rest/tasks/slurmrestd.yml

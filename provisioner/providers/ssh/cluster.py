@@ -12,10 +12,10 @@ import re
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
-from provisioner.cluster.partitions import covering_partitions
-from provisioner.cluster.slurm import SlurmClient, parse_oneliner, parse_show_config
+from provisioner.cluster.model.partitions import covering_partitions
+from provisioner.cluster.model.slurm import SlurmClient, parse_oneliner, parse_show_config
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
-from provisioner.like import hostlist
+from provisioner.config import hostlist
 from provisioner.errors import SimclusterError
 
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"
@@ -49,7 +49,7 @@ def parse_gres_conf(text: str) -> GresGpus:
     return gpus
 
 
-parse_config = parse_show_config  # the one parser, in cluster/slurm.py
+parse_config = parse_show_config  # the one parser, in cluster/model/slurm.py
 
 
 def _int(value: Optional[str]) -> Optional[int]:

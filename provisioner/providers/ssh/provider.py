@@ -16,11 +16,11 @@ import posixpath
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from provisioner.cluster.jobfiles import JobFiles
-from provisioner.cluster.placement import CONTROLLER, NodePaths, Placement
-from provisioner.cluster.runner import Runner
-from provisioner.cluster.slurm import SlurmClient
-from provisioner.cluster.state import ClusterState
+from provisioner.cluster.model.jobfiles import JobFiles
+from provisioner.cluster.model.placement import CONTROLLER, NodePaths, Placement
+from provisioner.cluster.model.command_runner import Runner
+from provisioner.cluster.model.slurm import SlurmClient
+from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
 from provisioner.providers.base import ExtraLogs, Progress, Provider, ReadOnly
@@ -28,7 +28,7 @@ from provisioner.providers.ssh.accounting import ACCOUNTING_DAEMONS, pids_alive,
 from provisioner.providers.ssh.cluster import (ControllerUnavailable, _int, node_groups, parse_config,
                                                probe_gpus_fake, read_cluster_with)
 from provisioner.providers.ssh.files import RUN_ROOT, SSHJobFiles
-from provisioner.providers.ssh.runner import ComputeNodeRunner, SSHRunner
+from provisioner.providers.ssh.remote_runners import ComputeNodeRunner, SSHRunner
 from provisioner.providers.ssh.session import SSHSession
 from provisioner.render import RenderInputs
 

@@ -16,13 +16,13 @@ import base64
 import shlex
 from typing import List, Optional, TYPE_CHECKING
 
-from provisioner.cluster.runner import DEFAULT_TIMEOUT, Result, Runner, ShellProcesses
+from provisioner.cluster.model.command_runner import DEFAULT_TIMEOUT, Result, Runner, ShellProcesses
 from provisioner.errors import UsageError
 from provisioner.providers.ssh.cluster import srun_on_nodes
 from provisioner.providers.ssh.session import SSHSession
 
 if TYPE_CHECKING:
-    from provisioner.cluster.slurm import SlurmClient
+    from provisioner.cluster.model.slurm import SlurmClient
 
 # Seconds the SSH channel waits past the remote `timeout`: that one should fire first.
 _CHANNEL_GRACE = 10.0

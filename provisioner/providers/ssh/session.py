@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional
 
-from provisioner.cluster.runner import TIMED_OUT, Result
+from provisioner.cluster.model.command_runner import TIMED_OUT, Result
 from provisioner.errors import PrerequisiteError, SimclusterError, UsageError
 
 DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa")

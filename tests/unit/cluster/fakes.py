@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 import pytest
-from provisioner.cluster.handle import Cluster
-from provisioner.cluster.nodepaths import NodePaths
-from provisioner.cluster.placement import Placement
-from provisioner.cluster.runner import Result, Runner
-from provisioner.cluster.state import ClusterState
+from provisioner.cluster.model.handle import Cluster
+from provisioner.nodepaths import NodePaths
+from provisioner.cluster.model.placement import Placement
+from provisioner.cluster.model.command_runner import Result, Runner
+from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec
 from provisioner.paths import ClusterLayout
 from provisioner.providers.base import Machines, Provider

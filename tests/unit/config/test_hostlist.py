@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.like.hostlist import HostlistError, compress, expand
+from provisioner.config.hostlist import HostlistError, compress, expand
 
 
 @pytest.mark.parametrize("expr, names", [

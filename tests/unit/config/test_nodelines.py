@@ -2,7 +2,7 @@
 Slurm expands it, to exactly the nodes it was made from, in order."""
 
 from provisioner.config.nodelines import host_list, node_lines
-from provisioner.like.hostlist import expand
+from provisioner.config.hostlist import expand
 
 
 def node(i, **kw):

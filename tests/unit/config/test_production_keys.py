@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.cluster.accounting import spec_commands, tres_limit_commands, unknown_users, _refused
+from provisioner.cluster.services.accounting import spec_commands, tres_limit_commands, unknown_users, _refused
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import ConfigError
 from provisioner.render import render_all

@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from provisioner import clusters, paths
-from provisioner.cluster import runner as runner_mod
-from provisioner.cluster.accounting import spec_commands
-from provisioner.cluster.state import ClusterState, locked
+from provisioner import paths
+from provisioner import named_clusters
+from provisioner.cluster.model import command_runner as runner_mod
+from provisioner.cluster.services.accounting import spec_commands
+from provisioner.cluster.model.state import ClusterState, locked
 from provisioner.config.overrides import spec_overrides
 from provisioner.errors import ClusterNotFound, ConfigError, UsageError
 from provisioner.paths import ClusterLayout
@@ -156,33 +157,33 @@ def _saved_state(home: Path, name: str, user: str = "root") -> ClusterState:
 def test_another_user_finds_roots_cluster_by_name_but_may_not_change_it(tmp_path, monkeypatch):
     own, system = tmp_path / "own", tmp_path / "system"
     monkeypatch.setenv("SIMCLUSTER_HOME", str(own))
-    monkeypatch.setattr(clusters, "shared_home", lambda: system)
+    monkeypatch.setattr(named_clusters, "shared_home", lambda: system)
     _saved_state(system, "shared1")
-    assert clusters.load("shared1").state.root == str(system / "shared1")
+    assert named_clusters.load("shared1").state.root == str(system / "shared1")
     with pytest.raises(UsageError, match=r"cluster 'shared1' is root's .*only root may 'down' it"):
-        clusters.down("shared1")
+        named_clusters.down("shared1")
     with pytest.raises(UsageError, match=r"only root may 'stop' it"):
-        clusters.stop("shared1")
+        named_clusters.stop("shared1")
     # a cluster of their own of that name comes first
     _saved_state(own, "shared1", user="alice")
-    assert clusters.load("shared1").state.root == str(own / "shared1")
-    monkeypatch.setattr(clusters, "shared_home", lambda: None)
-    monkeypatch.setattr(clusters, "registered_providers", lambda available_only=True: [])
+    assert named_clusters.load("shared1").state.root == str(own / "shared1")
+    monkeypatch.setattr(named_clusters, "shared_home", lambda: None)
+    monkeypatch.setattr(named_clusters, "registered_providers", lambda available_only=True: [])
     with pytest.raises(ClusterNotFound, match="no cluster named 'nope'"):
-        clusters.load("nope")
+        named_clusters.load("nope")
 
 
 def test_list_shows_roots_clusters_to_others_marked_shared(tmp_path, monkeypatch):
     own, system = tmp_path / "own", tmp_path / "system"
     monkeypatch.setenv("SIMCLUSTER_HOME", str(own))
-    monkeypatch.setattr(clusters, "shared_home", lambda: system)
-    monkeypatch.setattr(clusters, "registered_providers", lambda available_only=True: [])
+    monkeypatch.setattr(named_clusters, "shared_home", lambda: system)
+    monkeypatch.setattr(named_clusters, "registered_providers", lambda available_only=True: [])
     _saved_state(system, "rootc")
     _saved_state(own, "mine", user="alice")
-    listed = {c["name"]: (c["owner"], c["shared"]) for c in clusters.list_clusters(with_shared=True)}
+    listed = {c["name"]: (c["owner"], c["shared"]) for c in named_clusters.list_clusters(with_shared=True)}
     assert listed == {"mine": ("alice", False), "rootc": ("root", True)}
     # down --all and stop --all look at their own clusters only
-    assert [c["name"] for c in clusters.list_clusters()] == ["mine"]
+    assert [c["name"] for c in named_clusters.list_clusters()] == ["mine"]
 
 
 def test_a_lock_another_user_cannot_take_says_whose_clusters_they_are(tmp_path, monkeypatch):
@@ -209,7 +210,7 @@ def test_list_names_roots_clusters_left_in_its_old_home(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "xdg"))
     monkeypatch.setattr(os, "geteuid", lambda: 0)
     monkeypatch.setattr(paths, "SYSTEM_HOME", tmp_path / "system")
-    monkeypatch.setattr(clusters, "registered_providers", lambda available_only=True: [])
+    monkeypatch.setattr(named_clusters, "registered_providers", lambda available_only=True: [])
     _saved_state(tmp_path / "xdg" / "simcluster", "oldc")
     result = CliRunner().invoke(cli, ["list"])
     assert result.exit_code == 0, result.output

@@ -7,7 +7,7 @@ import pytest
 
 from provisioner.deploy.extravars import build_extravars
 from provisioner.deploy.inventory import load_inventory
-from provisioner.deploy.runner import EventPrinter, _error_text
+from provisioner.deploy.playbook import EventPrinter, _error_text
 from provisioner.errors import ConfigError, UsageError
 from provisioner.providers.ssh.cluster import parse_gres_conf
 from provisioner.providers.ssh.session import parse_target

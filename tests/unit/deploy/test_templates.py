@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from provisioner.config.validate import validate
-from provisioner.cluster.nodepaths import NodePaths
+from provisioner.nodepaths import NodePaths
 from provisioner.paths import PLAYBOOK_DIR, ClusterLayout, templates_dir
 from provisioner.render import AccountingInputs, RenderInputs, build_context, render_all
 

@@ -9,7 +9,7 @@ from typing import Dict, List, Optional
 
 import pytest
 
-from provisioner.cluster.runner import Result
+from provisioner.cluster.model.command_runner import Result
 
 
 class FakeClient:
@@ -44,7 +44,7 @@ class FakeClient:
 
 def fake_cluster(job_root: Path, job_root_in_cluster: str, client: FakeClient, accounting: bool = False,
                  name: str = "c1"):
-    """The parts of provisioner.cluster.handle.Cluster that SlurmCluster and Job read."""
+    """The parts of provisioner.cluster.model.handle.Cluster that SlurmCluster and Job read."""
     placement = SimpleNamespace(job_root=job_root, job_root_in_cluster=job_root_in_cluster,
                                 client_env={"SLURM_CONF": f"{job_root_in_cluster}/etc/slurm.conf"})
     return SimpleNamespace(name=name, placement=placement, client=client,

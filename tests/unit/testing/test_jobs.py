@@ -8,7 +8,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from provisioner.cluster.runner import Result
+from provisioner.cluster.model.command_runner import Result
 from provisioner.testing.jobs import Job, JobTimeout, wants_own_output
 from tests.unit.testing.conftest import FakeClient
 

@@ -69,7 +69,7 @@ def test_orphaned_without_a_registry(home):
 
 
 def test_sweep_takes_down_orphans_and_keeps_the_record_of_one_that_would_not_go(home, monkeypatch):
-    import provisioner.clusters as clusters
+    from provisioner import named_clusters
     d = owners.registry_dir()
     d.mkdir(parents=True)
     for name in ("pyt-o-1", "pyt-o-2", "pyt-o-3"):
@@ -83,7 +83,7 @@ def test_sweep_takes_down_orphans_and_keeps_the_record_of_one_that_would_not_go(
             raise SimclusterError("slurmctld would not stop")
         return f"cluster '{name}' removed"
 
-    monkeypatch.setattr(clusters, "down", down)
+    monkeypatch.setattr(named_clusters, "down", down)
     lines = []
     assert owners.sweep(lines.append) == ["pyt-o-1"]
     assert lines[0] == "cluster 'pyt-o-1' removed (its pytest session had ended without taking it down)"

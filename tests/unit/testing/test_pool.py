@@ -158,9 +158,9 @@ def test_make_on_a_machine_that_cannot_skips_once_and_records_no_owner(monkeypat
 
 
 def test_release_takes_down_owned_clusters_only(monkeypatch, home):
-    import provisioner.clusters as clusters
+    from provisioner import named_clusters
     downs = []
-    monkeypatch.setattr(clusters, "down", lambda name: downs.append(name) or f"cluster '{name}' removed")
+    monkeypatch.setattr(named_clusters, "down", lambda name: downs.append(name) or f"cluster '{name}' removed")
     lines = []
     pool = ClusterPool(progress=lines.append)
     mine, other = SimpleNamespace(name="pyt-x-1"), SimpleNamespace(name="pyt-x-2")
@@ -175,8 +175,8 @@ def test_release_takes_down_owned_clusters_only(monkeypatch, home):
 
 
 def test_release_with_keep_leaves_the_cluster_and_reports_it(monkeypatch, home):
-    import provisioner.clusters as clusters
-    monkeypatch.setattr(clusters, "down", lambda name: pytest.fail("keep must not take clusters down"))
+    from provisioner import named_clusters
+    monkeypatch.setattr(named_clusters, "down", lambda name: pytest.fail("keep must not take clusters down"))
     pool = ClusterPool(keep=True)
     handle = SimpleNamespace(name="pyt-x-3")
     owners.record(handle.name)
@@ -187,12 +187,12 @@ def test_release_with_keep_leaves_the_cluster_and_reports_it(monkeypatch, home):
 
 
 def test_release_of_a_cluster_already_gone_still_forgets_it(monkeypatch, home):
-    import provisioner.clusters as clusters
+    from provisioner import named_clusters
 
     def down(name):
         raise ClusterNotFound(name)
 
-    monkeypatch.setattr(clusters, "down", down)
+    monkeypatch.setattr(named_clusters, "down", down)
     pool = ClusterPool()
     handle = SimpleNamespace(name="pyt-x-4")
     owners.record(handle.name)
@@ -202,7 +202,7 @@ def test_release_of_a_cluster_already_gone_still_forgets_it(monkeypatch, home):
 
 
 def test_close_takes_down_every_cluster_and_returns_the_errors(monkeypatch, home):
-    import provisioner.clusters as clusters
+    from provisioner import named_clusters
     downs = []
 
     def down(name):
@@ -211,7 +211,7 @@ def test_close_takes_down_every_cluster_and_returns_the_errors(monkeypatch, home
             raise RuntimeError("stuck")
         return f"cluster '{name}' removed"
 
-    monkeypatch.setattr(clusters, "down", down)
+    monkeypatch.setattr(named_clusters, "down", down)
     pool = ClusterPool()
     pool.owned += [SimpleNamespace(name="pyt-x-5"), SimpleNamespace(name="pyt-x-6")]
     errors = pool.close()

@@ -24,7 +24,7 @@ def test_faults_checks_skip_with_a_one_line_reason(check, injector, reason):
 
 
 def _client(*replies):
-    from provisioner.cluster.runner import Result
+    from provisioner.cluster.model.command_runner import Result
     calls = []
 
     def run(argv, timeout=10):

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cluster.runner import HostRunner
-from provisioner.cluster.slurm import SlurmClient
+from provisioner.cluster.model.command_runner import HostRunner
+from provisioner.cluster.model.slurm import SlurmClient
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
-from provisioner.cluster.jobfiles import HostDirFiles
+from provisioner.cluster.model.jobfiles import HostDirFiles
 from provisioner.verify.targets import VerifyTarget, _parse_probe
 
 

@@ -24,7 +24,7 @@ import os
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from provisioner.cluster.fakegpus.nvidia_smi import DATA_FILE, gpu_uuid
+from provisioner.cluster.services.fakegpus.nvidia_smi import DATA_FILE, gpu_uuid
 from provisioner.config.gpus import model_of
 from provisioner.config.types import ClusterSpec, NodeSpec
 

@@ -1,4 +1,4 @@
-"""cluster/jobfaults.py: the TimeLimit arithmetic, --signal parsing, which PreemptMode and
+"""cluster/faults/jobfaults.py: the TimeLimit arithmetic, --signal parsing, which PreemptMode and
 GraceTime slurmctld applies, and the commands `fault time-limit` / `fault preempt` run, over
 a scripted Slurm client (no daemon)."""
 
@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.cluster import jobfaults
-from provisioner.cluster.jobfaults import (Preemption, WarnSignal, clock_seconds, clock_text, grace_seconds,
+from provisioner.cluster.faults import jobfaults
+from provisioner.cluster.faults.jobfaults import (Preemption, WarnSignal, clock_seconds, clock_text, grace_seconds,
                                            header_signal, new_time_limit, parse_signal, resolve_mode)
-from provisioner.cluster.slurm import SlurmClient
+from provisioner.cluster.model.slurm import SlurmClient
 from provisioner.errors import SimclusterError, UsageError
 from tests.unit.cluster.fakes import ScriptedRunner
 

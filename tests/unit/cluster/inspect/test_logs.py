@@ -1,4 +1,4 @@
-"""The export-logs bundle (provisioner/cluster/logs.py): which files it holds, passwords
+"""The export-logs bundle (provisioner/cluster/inspect/logs.py): which files it holds, passwords
 redacted and no munge key, daemon logs read through the runners, built from a scripted
 runner (tests/unit/cluster/fakes.py); no daemon runs."""
 
@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import json
 
-from provisioner.cluster import logs
-from provisioner.cluster.accounting import DEBUG_REPORTS
+from provisioner.cluster.inspect import logs
+from provisioner.cluster.services.accounting import DEBUG_REPORTS
 from tests.unit.cluster.fakes import FakeProvider, ScriptedRunner, home, make_cluster  # noqa: F401 (fixture)
 
 

@@ -1,11 +1,11 @@
-"""One status model (provisioner/cluster/status.py): its keys, and `healthy`, problems and
+"""One status model (provisioner/cluster/inspect/status.py): its keys, and `healthy`, problems and
 hints computed from what the daemons and slurmctld answer, here a scripted runner's
 answers (tests/unit/cluster/fakes.py); no daemon runs."""
 
 from __future__ import annotations
 
-from provisioner.cluster.slurm import SINFO_NODE_ARGS
-from provisioner.cluster.status import cluster_status
+from provisioner.cluster.model.slurm import SINFO_NODE_ARGS
+from provisioner.cluster.inspect.status import cluster_status
 from tests.unit.cluster.fakes import home  # noqa: F401 (fixture)
 from tests.unit.cluster.fakes import FakeMachinesProvider, FakeProvider, ScriptedRunner, make_cluster
 

@@ -1,5 +1,5 @@
-"""Create, repair and stop one cluster (provisioner/cluster/lifecycle.py), and `up`'s
-conflict rule (provisioner/clusters.py), with a provider that has the Provider core and
+"""Create, repair and stop one cluster (provisioner/cluster/lifecycle/create.py), and `up`'s
+conflict rule (provisioner/named_clusters.py), with a provider that has the Provider core and
 no daemon (tests/unit/cluster/fakes.py); the step list is replaced where create runs it."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import stat
 
 import pytest
 
-from provisioner import clusters
-from provisioner.cluster import lifecycle
-from provisioner.cluster.state import ClusterState
+from provisioner import named_clusters
+from provisioner.cluster.lifecycle import create as lifecycle
+from provisioner.cluster.model.state import ClusterState
 from provisioner.errors import ClusterConflict, StartupError
 from provisioner.paths import ClusterLayout
 from tests.unit.cluster.fakes import FakeProvider, home, make_cluster  # noqa: F401 (fixture)
@@ -119,32 +119,32 @@ def test_repair_in_place_names_at_most_twelve_restarted(home, monkeypatch):
 @pytest.fixture
 def fake_registry(monkeypatch):
     provider = FakeProvider()
-    monkeypatch.setattr(clusters, "provider_named", lambda name: provider)
+    monkeypatch.setattr(named_clusters, "provider_named", lambda name: provider)
     return provider
 
 
 def test_up_with_a_different_spec_is_a_conflict(home, fake_registry, no_steps):
-    clusters.up(spec_from({"name": "l9", "nodes": 2}), fake_registry, progress=lambda m: None)
+    named_clusters.up(spec_from({"name": "l9", "nodes": 2}), fake_registry, progress=lambda m: None)
     with pytest.raises(ClusterConflict, match="already exists with a different spec") as exc:
-        clusters.up(spec_from({"name": "l9", "nodes": 3}), fake_registry, progress=lambda m: None)
+        named_clusters.up(spec_from({"name": "l9", "nodes": 3}), fake_registry, progress=lambda m: None)
     assert "--recreate" in exc.value.hint
     assert fake_registry.provisioned == ["l9"] and fake_registry.deleted == []
 
 
 def test_up_with_the_same_spec_repairs_in_place(home, fake_registry, no_steps, monkeypatch):
-    clusters.up(spec_from({"name": "l10"}), fake_registry, progress=lambda m: None)
+    named_clusters.up(spec_from({"name": "l10"}), fake_registry, progress=lambda m: None)
     st = ClusterState.load(ClusterLayout.for_name("l10"))
     st.phase = "running"
     st.save()
     monkeypatch.setattr(lifecycle, "repair", lambda c, progress, timeout: [])
-    assert "nothing to do" in clusters.up(spec_from({"name": "l10"}), fake_registry, progress=lambda m: None)
+    assert "nothing to do" in named_clusters.up(spec_from({"name": "l10"}), fake_registry, progress=lambda m: None)
     assert fake_registry.provisioned == ["l10"]
 
 
 def test_up_recreate_deletes_the_old_cluster_first(home, fake_registry, no_steps):
-    clusters.up(spec_from({"name": "l11", "nodes": 2}), fake_registry, progress=lambda m: None)
+    named_clusters.up(spec_from({"name": "l11", "nodes": 2}), fake_registry, progress=lambda m: None)
     lines = []
-    clusters.up(spec_from({"name": "l11", "nodes": 3}), fake_registry, recreate=True, progress=lines.append)
+    named_clusters.up(spec_from({"name": "l11", "nodes": 3}), fake_registry, recreate=True, progress=lines.append)
     assert fake_registry.deleted == ["l11"] and fake_registry.provisioned == ["l11", "l11"]
     assert lines[0] == " - removing cluster 'l11' (--recreate)"
     assert len(ClusterState.load(ClusterLayout.for_name("l11")).spec["nodes"]) == 3

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from provisioner.cluster import repair
-from provisioner.cluster.runner import Result
-from provisioner.cluster.slurm import NodeState
+from provisioner.cluster.lifecycle import repair
+from provisioner.cluster.model.command_runner import Result
+from provisioner.cluster.model.slurm import NodeState
 
 SDIAG = "Server thread count:  3\nAgent queue size:     {n}\nAgent count:          0\n"
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from provisioner.cluster import repair
-from provisioner.cluster.slurm import NodeState
+from provisioner.cluster.lifecycle import repair
+from provisioner.cluster.model.slurm import NodeState
 
 
 def fake_cluster(sequence):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.cluster import scale
+from provisioner.cluster.lifecycle import scale
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.errors import UsageError
 

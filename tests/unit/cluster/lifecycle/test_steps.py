@@ -1,4 +1,4 @@
-"""`up` as data (provisioner/cluster/steps.py): which steps run for which spec, in which
+"""`up` as data (provisioner/cluster/lifecycle/steps.py): which steps run for which spec, in which
 order, what each says, and how run_steps reports and saves; no daemon is started (the
 step functions are replaced where a test runs the list)."""
 
@@ -10,9 +10,9 @@ from types import SimpleNamespace
 
 import pytest
 
-from provisioner.cluster import steps
-from provisioner.cluster.state import ClusterState
-from provisioner.cluster.steps import STEPS, Step, UpRun, run_steps, steps_for
+from provisioner.cluster.lifecycle import steps
+from provisioner.cluster.model.state import ClusterState
+from provisioner.cluster.lifecycle.steps import STEPS, Step, UpRun, run_steps, steps_for
 from tests.unit.cluster.fakes import FakeProvider, home, make_cluster  # noqa: F401 (fixture)
 
 BASE = ["configs", "munged", "slurmctld", "slurmd", "ready"]

@@ -6,7 +6,7 @@ import signal
 import socket
 import time
 
-from provisioner.cluster.runner import NOT_FOUND, TIMED_OUT, HostRunner
+from provisioner.cluster.model.command_runner import NOT_FOUND, TIMED_OUT, HostRunner
 
 
 def test_run_returns_output_exit_code_and_env_without_raising():

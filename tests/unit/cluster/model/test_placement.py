@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cluster.handle import Cluster
-from provisioner.cluster.placement import Placement, load_placement
-from provisioner.cluster.state import STATE_VERSION, ClusterState
-from provisioner.cluster.steps import UpRun, write_configs
+from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.model.placement import Placement, load_placement
+from provisioner.cluster.model.state import STATE_VERSION, ClusterState
+from provisioner.cluster.lifecycle.steps import UpRun, write_configs
 from provisioner.paths import ClusterLayout
 from provisioner.providers.docker.provider import CONTAINER_PATHS, DockerProvider
 from provisioner.providers.local import names

@@ -1,4 +1,4 @@
-"""The provider interface (providers/base.py): a core no backend can leave out, optional
+"""The provider interface (cluster/model/provider.py): a core no backend can leave out, optional
 capabilities with documented defaults, one registry of names."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cluster.capabilities import CAPABILITIES, Machines, NodeProcesses, machines_running, node_pids
-from provisioner.cluster.state import ClusterState
+from provisioner.cluster.model.provider import CAPABILITIES, Machines, NodeProcesses, machines_running, node_pids
+from provisioner.cluster.model.state import ClusterState
 from provisioner.config import load_spec
 from provisioner.errors import ConfigError, UsageError
 from provisioner.providers import BACKENDS, PROVIDERS, provider_class, provider_named

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from provisioner.cluster.runner import Result, Runner
-from provisioner.cluster.slurm import SlurmClient, parse_oneliner, parse_registered_port, parse_sinfo
+from provisioner.cluster.model.command_runner import Result, Runner
+from provisioner.cluster.model.slurm import SlurmClient, parse_oneliner, parse_registered_port, parse_sinfo
 
 
 def test_sinfo_states_and_readiness():
@@ -47,6 +47,6 @@ def test_client_reports_a_dead_controller_as_none():
 
 
 def test_show_config_with_an_empty_value_keeps_the_next_line_apart():
-    from provisioner.cluster.slurm import parse_show_config
+    from provisioner.cluster.model.slurm import parse_show_config
     text = "PowerParameters         = (null)\nPowerPlugin             = \nPreemptMode             = REQUEUE\n"
     assert parse_show_config(text) == {"PowerParameters": "(null)", "PowerPlugin": "", "PreemptMode": "REQUEUE"}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.cluster.wait import WaitStrategy
+from provisioner.cluster.model.wait import WaitStrategy
 from provisioner.errors import StartupError
 
 
@@ -34,7 +34,7 @@ def _cluster(sequence, alive=None):
     """A cluster whose sinfo reports ``sequence`` one call at a time (the last repeats)."""
     from types import SimpleNamespace
 
-    from provisioner.cluster.slurm import NodeState
+    from provisioner.cluster.model.slurm import NodeState
     calls = []
 
     def node_states():
@@ -51,20 +51,20 @@ def _cluster(sequence, alive=None):
 
 
 def test_nodes_ready_returns_once_every_node_is_ready():
-    from provisioner.cluster.wait import nodes_ready
+    from provisioner.cluster.model.wait import nodes_ready
     c, calls = _cluster([None, {"node1": "idle", "node2": "down*"}, {"node1": "idle", "node2": "idle"}])
     states = nodes_ready(c, timeout=5)
     assert {n: s.state for n, s in states.items()} == {"node1": "idle", "node2": "idle"} and len(calls) == 3
 
 
 def test_nodes_ready_with_another_condition():
-    from provisioner.cluster.wait import nodes_ready
+    from provisioner.cluster.model.wait import nodes_ready
     c, _ = _cluster([{"node1": "idle*", "node2": "drained"}, {"node1": "idle", "node2": "drained"}])
     nodes_ready(c, timeout=5, ready=lambda s: s.responding, adjective="responding")
 
 
 def test_nodes_ready_timeout_says_what_was_last_seen_and_attaches_log_tails():
-    from provisioner.cluster.wait import nodes_ready
+    from provisioner.cluster.model.wait import nodes_ready
     c, _ = _cluster([{"node1": "idle", "node2": "down*"}])
     with pytest.raises(StartupError) as info:
         nodes_ready(c, timeout=0.05)
@@ -77,7 +77,7 @@ def test_nodes_ready_timeout_says_what_was_last_seen_and_attaches_log_tails():
 
 
 def test_nodes_ready_timeout_when_slurmctld_never_answers():
-    from provisioner.cluster.wait import nodes_ready
+    from provisioner.cluster.model.wait import nodes_ready
     c, _ = _cluster([None])
     with pytest.raises(StartupError) as info:
         nodes_ready(c, timeout=0.05)
@@ -86,7 +86,7 @@ def test_nodes_ready_timeout_when_slurmctld_never_answers():
 
 
 def test_nodes_ready_stops_at_once_when_a_daemon_died():
-    from provisioner.cluster.wait import nodes_ready
+    from provisioner.cluster.model.wait import nodes_ready
     c, _ = _cluster([{"node1": "idle", "node2": "down*"}], alive={"slurmctld": True, "slurmd:node2": False})
     with pytest.raises(StartupError) as info:
         nodes_ready(c, timeout=60)
@@ -95,7 +95,7 @@ def test_nodes_ready_stops_at_once_when_a_daemon_died():
 
 
 def test_poll_until_grows_the_pause_by_factor_up_to_max(monkeypatch):
-    from provisioner.cluster import wait
+    from provisioner.cluster.model import wait
     pauses = []
     monkeypatch.setattr(wait.time, "sleep", pauses.append)
     calls = iter([(False, 1)] * 5 + [(True, 2)])
@@ -104,7 +104,7 @@ def test_poll_until_grows_the_pause_by_factor_up_to_max(monkeypatch):
 
 
 def test_poll_until_raises_with_the_last_value_seen():
-    from provisioner.cluster.wait import WaitTimeout, poll_until
+    from provisioner.cluster.model.wait import WaitTimeout, poll_until
     seen = iter(range(1000))
     with pytest.raises(WaitTimeout) as info:
         poll_until(lambda: (False, next(seen)), timeout=0.03, first_delay=0.01, max_delay=0.01)

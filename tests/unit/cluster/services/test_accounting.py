@@ -16,7 +16,7 @@ from provisioner.config.types import ClusterSpec
 from provisioner.errors import ConfigError
 from provisioner.paths import ClusterLayout
 from provisioner.render import AccountingInputs, redact_secrets, render_all, write_files
-from provisioner.cluster.state import ClusterState, reserved_ports
+from provisioner.cluster.model.state import ClusterState, reserved_ports
 from tests.unit.conftest import fixed_inputs, spec_from
 
 
@@ -36,8 +36,8 @@ def test_accounting_is_off_by_default_and_a_plain_bool():
 def test_docker_accounting_configs_point_at_the_controller_container(tmp_path):
     """On docker, slurmdbd and MariaDB run in the controller container (hostname slurmctld):
     slurm.conf sends accounting there; slurmdbd.conf (0600) names it as its own host."""
-    from provisioner.cluster.handle import Cluster
-    from provisioner.cluster.steps import UpRun, write_configs
+    from provisioner.cluster.model.handle import Cluster
+    from provisioner.cluster.lifecycle.steps import UpRun, write_configs
     from provisioner.providers.docker.provider import CONTROLLER_HOST, DockerProvider
 
     spec = spec_from({"accounting": True, "backend": "docker", "nodes": 2})

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cluster import containers
-from provisioner.cluster.nodepaths import NodePaths
+from provisioner.cluster.services import containers
+from provisioner.nodepaths import NodePaths
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.errors import UsageError
 from provisioner.paths import REPO_ROOT, ClusterLayout

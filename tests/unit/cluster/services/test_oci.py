@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cluster import oci
-from provisioner.cluster.nodepaths import NodePaths
+from provisioner.cluster.services import oci
+from provisioner.nodepaths import NodePaths
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.errors import UsageError
 from provisioner.paths import ClusterLayout

@@ -9,14 +9,14 @@ import stat
 
 import pytest
 
-from provisioner.cluster import rest
-from provisioner.cluster.nodepaths import NodePaths
+from provisioner.cluster.services import rest
+from provisioner.nodepaths import NodePaths
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.config.validate import validate
 from provisioner.errors import ConfigError
 from provisioner.paths import ClusterLayout
 from provisioner.render import AccountingInputs, RenderInputs, render_all
-from provisioner.cluster.rest import token_user
+from provisioner.cluster.services.rest import token_user
 from provisioner.verify.rest import job_request, refused
 
 
@@ -95,8 +95,8 @@ def test_unreachable_rest_is_an_error_not_a_refusal():
 def test_token_command_refuses_a_cluster_without_rest(monkeypatch, tmp_path):
     from click.testing import CliRunner
     from provisioner.cli.main import cli
-    import provisioner.clusters as clusters
+    from provisioner import named_clusters
     fake = type("C", (), {"spec": type("S", (), {"rest": False})()})()
-    monkeypatch.setattr(clusters, "load", lambda name: fake)
+    monkeypatch.setattr(named_clusters, "load", lambda name: fake)
     res = CliRunner().invoke(cli, ["token", "--name", "c1"])
     assert res.exit_code == 2 and "has no REST API" in res.output and "Traceback" not in res.output

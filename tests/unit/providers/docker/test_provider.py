@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 
-from provisioner.cluster.placement import CONTROLLER
-from provisioner.cluster.state import ClusterState
+from provisioner.cluster.model.placement import CONTROLLER
+from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec
 from provisioner.paths import ClusterLayout
 from provisioner.providers.docker.engine import LABEL_CLUSTER, LABEL_SPEC_JSON

@@ -7,7 +7,7 @@ import os
 import signal
 import subprocess
 
-from provisioner.cluster import runner
+from provisioner.cluster.model import command_runner as runner
 from provisioner.providers.local import names
 from tests.unit.conftest import spec_from
 

@@ -6,7 +6,7 @@ import ipaddress
 
 import pytest
 
-from provisioner.cluster.placement import NODE_TOKEN
+from provisioner.cluster.model.placement import NODE_TOKEN
 from provisioner.providers.local import cgroups, names, network
 
 

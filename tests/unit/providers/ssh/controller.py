@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from provisioner.cluster.runner import Result, Runner
+from provisioner.cluster.model.command_runner import Result, Runner
 
 CONFIG = """Configuration data as of 2026-11-23T10:00:00
 ClusterName             = dt1

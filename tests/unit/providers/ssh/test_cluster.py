@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from provisioner.cluster.slurm import SlurmClient
+from provisioner.cluster.model.slurm import SlurmClient
 from provisioner.providers.ssh.cluster import ControllerUnavailable, read_cluster
 from tests.unit.providers.ssh.controller import Controller
 

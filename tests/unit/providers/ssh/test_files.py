@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from provisioner.cluster.slurm import SlurmClient
+from provisioner.cluster.model.slurm import SlurmClient
 from provisioner.providers.ssh.cluster import read_cluster
 from provisioner.providers.ssh.files import SSHJobFiles
 from tests.unit.providers.ssh.controller import Controller

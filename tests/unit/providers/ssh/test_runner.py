@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from provisioner.providers.ssh.runner import remote_command
+from provisioner.providers.ssh.remote_runners import remote_command
 
 
 def test_remote_command_quotes_env_cwd_and_timeout():

@@ -1,4 +1,4 @@
-"""simcluster's nvidia-smi for fake GPUs (provisioner/cluster/fakegpus/nvidia_smi.py), run
+"""simcluster's nvidia-smi for fake GPUs (provisioner/cluster/services/fakegpus/nvidia_smi.py), run
 as jobs run it: the installed copy as a program, with fake-gpus.json and Slurm's job
 variables. Its layout is checked against the real nvidia-smi's (driver 535)."""
 
@@ -15,8 +15,8 @@ from typing import Dict, List
 
 import pytest
 
-from provisioner.cluster import fakegpus
-from provisioner.cluster.fakegpus import nvidia_smi
+from provisioner.cluster.services import fakegpus
+from provisioner.cluster.services.fakegpus import nvidia_smi
 from tests.unit.conftest import spec_from
 
 UUID_RE = r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"

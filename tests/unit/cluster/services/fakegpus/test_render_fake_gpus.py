@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from setuptools import find_namespace_packages
 
-from provisioner.cluster import fakegpus
+from provisioner.cluster.services import fakegpus
 from provisioner.config.gpus import GENERIC, MODELS, known_type, model_of
 from provisioner.config.types import ClusterSpec
 from provisioner.paths import ClusterLayout
@@ -152,4 +152,4 @@ def test_shim_is_a_module_of_a_package_every_wheel_carries():
     # Not data beside the package: setup.py's find_namespace_packages takes it as code.
     assert fakegpus.SHIM_SOURCE == Path(fakegpus.__file__).resolve().with_name("nvidia_smi.py")
     packages = find_namespace_packages(where=str(REPO), include=["provisioner", "provisioner.*"])
-    assert "provisioner.cluster.fakegpus" in packages
+    assert "provisioner.cluster.services.fakegpus" in packages
