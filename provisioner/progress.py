@@ -13,6 +13,10 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import Callable
+
+# What every command that reports progress is handed: a function taking one line.
+Progress = Callable[[str], None]
 
 _silenced = False
 

@@ -17,6 +17,12 @@ from provisioner.config.versions import DEFAULT_SLURM
 
 API_VERSION = "simcluster/v1"
 KIND = "Cluster"
+# The backends a spec's ``backend:`` may name: those `up` creates clusters with. Their
+# providers are registered under these names (provisioner/providers/__init__.py: PROVIDERS).
+BACKENDS: Tuple[str, ...] = ("local", "docker")
+# Providers that only read clusters `up` did not make (`simcluster deploy`'s, over SSH):
+# registered too, never a spec's backend.
+READ_ONLY_BACKENDS: Tuple[str, ...] = ("ssh",)
 
 
 @dataclass(frozen=True)

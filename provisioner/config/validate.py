@@ -9,11 +9,10 @@ import re
 from typing import Any, Dict, Iterator, List, Optional, Tuple
 
 from provisioner.config.parse import parse_gpu_list, parse_memory_mb, split_gpus
-from provisioner.config.types import (API_VERSION, KIND, AccountSpec, ClusterSpec, NodeSpec, Options,
-                                      PartitionSpec, QosSpec)
+from provisioner.config.types import (API_VERSION, BACKENDS, KIND, READ_ONLY_BACKENDS, AccountSpec, ClusterSpec, NodeSpec,
+                                      Options, PartitionSpec, QosSpec)
 from provisioner.config.versions import normalize as normalize_slurm
 from provisioner.errors import ConfigError
-from provisioner.providers import BACKENDS, PROVIDERS  # the registry's names only: nothing heavy is imported
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 NODE_RE = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
@@ -96,7 +95,7 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
         p.add("name", f"{name!r} is not a valid cluster name "
                       "(lowercase letters, digits and '-', starting with a letter, at most 31)")
     backend = raw.get("backend", "local")
-    if backend in PROVIDERS and backend not in BACKENDS:  # ssh: a provider that only reads clusters
+    if backend in READ_ONLY_BACKENDS:  # ssh: a provider that only reads clusters
         p.add("backend", f"backend {backend!r} reads clusters made by 'simcluster deploy' (status/verify/"
                          f"export-logs --ssh); up creates: {', '.join(BACKENDS)}")
     elif backend not in BACKENDS:

@@ -16,8 +16,8 @@ from typing import Callable, Dict, List, Optional
 
 from provisioner.errors import PrerequisiteError
 from provisioner.paths import PLAYBOOK_DIR
+from provisioner.progress import Progress
 
-Progress = Callable[[str], None]
 
 
 @dataclass

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Sequence
+from typing import Any, Dict, Iterable, List, Optional, Protocol, Sequence
 
+from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.model.slurm import SlurmClient
 from provisioner.cluster.model.wait import WaitTimeout, poll_until
 from provisioner.verify.jobs import FINAL_STATES
-
-if TYPE_CHECKING:
-    from provisioner.testing.handle import SlurmCluster
 
 # States a job passes through on its way to the end (a requeued one goes back to PENDING).
 ACTIVE_STATES = ("PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "REQUEUE_HOLD", "RESIZING",
@@ -39,12 +38,24 @@ def wants_own_output(script_text: str, sbatch_args: Sequence[str]) -> bool:
     return any(_OUTPUT_ARG.match(a) for a in sbatch_args) or bool(_OUTPUT_LINE.search(script_text))
 
 
+class JobsCluster(Protocol):
+    """What a Job reads of the cluster it runs on (testing/handle.py's SlurmCluster is one):
+    named here, so that the handle imports the jobs and not the other way round."""
+
+    name: str
+    spec: Any
+    client: SlurmClient
+    cluster: Cluster
+
+    def host_path(self, cluster_path: str) -> Optional[Path]: ...
+
+
 class Job:
     """A batch job: ``id`` (int), ``state`` (Slurm's name, e.g. "COMPLETED"), ``exit_code``
     (int), ``output`` (its stdout as text), ``restarts``, ``nodes``, ``batch_host``, and ``dir``
     (the directory on this host with its script and default output)."""
 
-    def __init__(self, cluster: "SlurmCluster", job_id: int, job_dir: Path, script_name: str):
+    def __init__(self, cluster: JobsCluster, job_id: int, job_dir: Path, script_name: str):
         self.cluster = cluster
         self.id = job_id
         self.dir = job_dir

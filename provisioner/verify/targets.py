@@ -149,9 +149,9 @@ def target_of(cluster) -> VerifyTarget:
     pl, provider = cluster.placement, cluster.provider
     nodes = cluster.node_names
     return VerifyTarget(
-        name=cluster.name, description=provider.describe(cluster), spec=cluster.spec, client=cluster.client,
-        files=provider.job_files(cluster), python_bin=pl.python_bin, gpus_renumbered=pl.gpus_renumbered,
-        install_hint=pl.install_hint, logs_hint=provider.logs_hint(cluster),
+        name=cluster.name, description=provider.describe(cluster.state, pl), spec=cluster.spec, client=cluster.client,
+        files=provider.job_files(cluster.state, pl), python_bin=pl.python_bin, gpus_renumbered=pl.gpus_renumbered,
+        install_hint=pl.install_hint, logs_hint=provider.logs_hint(cluster.state, pl),
         faults=Injector(cluster.name) if isinstance(provider, NodeProcesses) else None,
         nodes=node_facts(pl, bool(cluster.spec.fake_gpus)),
         # The jobs' python is asked where jobs run: a node (the controller may have none).

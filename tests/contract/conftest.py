@@ -5,7 +5,7 @@ One cluster per backend per test module (module scope): `up --backend B --nodes 
 with a check that no process, container or network of it is left. Docker is skipped
 only when no engine answers (in CI, where one must answer, that is a failure).
 
-The backends are the registry's (provisioner.providers.BACKENDS: those `up` creates);
+The backends are the spec's (provisioner.config.types.BACKENDS: those `up` creates);
 adding one there runs this suite on it, with its bundle extras in test_cluster.py. The
 ssh provider's read-only part runs against the Ansible rig (tests/ansible/test_contract_ssh.py).
 """
@@ -21,7 +21,7 @@ from typing import List
 
 import pytest
 
-from provisioner.providers import BACKENDS as REGISTERED_BACKENDS
+from provisioner.config.types import BACKENDS as REGISTERED_BACKENDS
 from tests.conftest import TEST_HOME_ROOT, Cluster, daemons_under, docker_clusters_under, run_cli
 
 BACKENDS = list(REGISTERED_BACKENDS)

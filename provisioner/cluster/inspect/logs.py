@@ -18,7 +18,7 @@ from typing import List, Sequence, Tuple
 
 from provisioner import __version__
 from provisioner.cluster.services import accounting
-from provisioner.cluster.model.provider import ExtraLogs, ReadOnly, daemons_alive
+from provisioner.cluster.model.provider import ExtraLogs, ReadOnly
 from provisioner.cluster.model.handle import Cluster, log_name
 from provisioner.render import SECRET_FILES, redact_secrets
 
@@ -70,12 +70,12 @@ def export_logs(cluster: Cluster, out_dir: Path) -> List[Path]:
         written.append(path)
 
     if isinstance(cluster.provider, ReadOnly):
-        for fname, data in sorted(cluster.provider.config_files(cluster).items()):
+        for fname, data in sorted(cluster.provider.config_files(cluster.state, cluster.placement).items()):
             if fname not in SKIP_CONFIGS:
                 put(f"config/{fname}", redact_secrets(data.decode(errors="replace")) if fname in SECRET_FILES else data)
     else:
         written += copy_files(cluster.placement.config_dir, out_dir / "config")
-    alive = daemons_alive(cluster)
+    alive = cluster.liveness()
     for key, source, name in _daemon_logs(cluster, list(alive)):
         data = cluster.daemon_runner(key).read_file(f"{cluster.paths.log}/{source}")
         if data is not None:

@@ -14,7 +14,7 @@ from typing import Dict, List, Optional
 
 from provisioner.cluster.services import accounting
 from provisioner.cluster.services import rest
-from provisioner.cluster.model.provider import ReadOnly, daemons_alive, machines_running
+from provisioner.cluster.model.provider import ReadOnly, machines_running
 from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.model.placement import CONTROLLER
 from provisioner.cluster.lifecycle.repair import hung_nodes
@@ -86,7 +86,7 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
     """Ask every daemon of ``cluster`` whether it lives, and slurmctld what the nodes do."""
     st, spec, pl = cluster.state, cluster.spec, cluster.placement
     machines = machines_running(cluster.provider, st)
-    alive = daemons_alive(cluster)
+    alive = cluster.liveness()
     managed = not isinstance(cluster.provider, ReadOnly)  # simcluster runs the daemons: it says how to fix them
     client = cluster.client
     states = client.node_states() if alive.get("slurmctld") else None

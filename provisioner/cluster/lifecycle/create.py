@@ -26,7 +26,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Callable, List
 
-from provisioner.cluster.model.provider import Stoppable, daemons_alive, machines_running
+from provisioner.cluster.model.provider import Stoppable, machines_running
 from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.lifecycle.repair import paused_nodes, repair, unpause
 from provisioner.cluster.model.state import ClusterState
@@ -36,7 +36,7 @@ from provisioner.config.types import ClusterSpec
 from provisioner.paths import ClusterLayout, state_dir_mode
 
 if TYPE_CHECKING:  # typing only: providers build on cluster/, never the other way round
-    from provisioner.providers.base import Provider
+    from provisioner.cluster.model.provider import Provider
 
 
 def _user() -> str:
@@ -48,7 +48,7 @@ def _user() -> str:
 
 def is_running(cluster: Cluster) -> bool:
     return (cluster.state.phase == "running" and all(machines_running(cluster.provider, cluster.state).values())
-            and all(daemons_alive(cluster).values()))
+            and all(cluster.liveness().values()))
 
 
 

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import re
 import time
-from abc import ABC, abstractmethod
 from dataclasses import dataclass, replace
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
@@ -33,32 +32,17 @@ from provisioner.cluster.lifecycle import steps
 from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.lifecycle.create import is_running, terminate
 from provisioner.cluster.model.poll import WaitTimeout, poll_until
+from provisioner.cluster.model.provider import Scalable
 from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.errors import StartupError, UsageError
 from provisioner.config import hostlist
+from provisioner.progress import Progress
 from provisioner.render import SECRET_FILES, render_all, write_files
 
-Progress = Callable[[str], None]
 DRAIN_REASON = "simcluster scale: leaving the cluster"
 # The most nodes one local cluster's network holds (a /24: the host, the controller, the nodes).
 MAX_NODES = 252
-
-
-class Scalable(ABC):
-    """A provider whose clusters take and lose nodes while running (`simcluster scale`).
-    Without it: `scale` says the backend cannot."""
-
-    @abstractmethod
-    def add_machines(self, state: ClusterState, spec: ClusterSpec, nodes: List[str], progress: Progress) -> None:
-        """Make the machines of ``nodes`` (already in ``spec``, the cluster's new spec): their
-        ports, addresses, namespaces, cgroups or containers; store ``spec`` and the new
-        placement in ``state``."""
-
-    @abstractmethod
-    def remove_machines(self, state: ClusterState, spec: ClusterSpec, nodes: List[str]) -> None:
-        """Remove the machines of ``nodes`` (their daemons stopped already; ``spec`` no longer
-        has them) and everything ``state`` recorded of them; store ``spec`` and the new placement."""
 
 
 # -- planning (pure) ------------------------------------------------------------------------------
@@ -402,5 +386,5 @@ def _short(names: Sequence[str]) -> str:
     return ", ".join(names[:6]) + (f" and {len(names) - 6} more" if len(names) > 6 else "")
 
 
-__all__ = ["Scalable", "add", "grown", "new_nodes", "next_names", "parse_squeue", "remove", "shrunk", "stranded",
+__all__ = ["add", "grown", "new_nodes", "next_names", "parse_squeue", "remove", "shrunk", "stranded",
            "target", "write_node_configs", "Job", "MAX_NODES"]

@@ -7,16 +7,14 @@ means is the provider's business.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Dict, List, Optional
+from typing import Dict, List, Optional
 
-from provisioner.cluster.model.placement import CONTROLLER, Placement, load_placement
+from provisioner.cluster.model.placement import CONTROLLER, Placement
+from provisioner.cluster.model.provider import Provider, ReadOnly
 from provisioner.cluster.model.command_runner import Runner
 from provisioner.cluster.model.slurm import SlurmClient
 from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec
-
-if TYPE_CHECKING:
-    from provisioner.providers.base import Provider
 
 # Daemons carry the cluster directory in this variable (and so do their children), so the
 # local backend's `down` can find every process of a cluster, job steps included.
@@ -29,8 +27,24 @@ def log_name(key: str) -> str:
     return "munged" if key.startswith("munged") else key.replace(":", "-")
 
 
+def load_placement(state: ClusterState, provider: Provider) -> Placement:
+    """The cluster's placement: the one stored in its state file at provision time, read
+    without any I/O.
+
+    A state without one is asked of the provider: a state the provider discovered rather
+    than provisioned (the SSH provider reads a deployed cluster from its controller), or,
+    the legacy path, a state file written before placements were stored (STATE_VERSION 1),
+    for which the local provider reads the host as every command did then. The result is
+    kept in ``state``, so the next save of a state file (up, start, fault) stores it."""
+    if state.placement is not None:
+        return Placement.from_dict(state.placement)
+    placement = provider.placement(state)  # discovered, or legacy (see the docstring)
+    state.placement = placement.to_dict()
+    return placement
+
+
 class Cluster:
-    def __init__(self, state: ClusterState, provider: "Provider"):
+    def __init__(self, state: ClusterState, provider: Provider):
         self.state = state
         self.provider = provider
         self.spec: ClusterSpec = state.cluster_spec
@@ -86,6 +100,13 @@ class Cluster:
             for d in daemons:
                 alive[d] = seen.get(self.state.pids.get(d, 0), False)
         return alive
+
+    def liveness(self) -> Dict[str, bool]:
+        """{daemon key: alive} of the whole cluster: its recorded pids asked on their machines
+        (daemons_alive), or what a read-only cluster answers (ReadOnly.daemons_alive)."""
+        if isinstance(self.provider, ReadOnly):
+            return self.provider.daemons_alive(self.state, self.placement)
+        return self.daemons_alive()
 
     def signal_daemons(self, keys: List[str], sig: int) -> List[str]:
         """Send ``sig`` to each of ``keys`` that is alive and ours (never to a stale pid that

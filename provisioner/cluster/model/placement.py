@@ -4,7 +4,7 @@ A provider computes the Placement once, when it provisions the machines: there i
 look at the host (free ports, /etc/hosts, Open MPI's parameter file, tini, the CPU count)
 and everything it found is recorded in the Placement, which is stored in the cluster's
 state file. Every later command loads it from there without touching the host
-(load_placement); steps, status, export-logs and verify read it and never ask which
+(cluster/model/handle.py: load_placement); steps, status, export-logs and verify read it and never ask which
 backend made the cluster.
 """
 
@@ -12,22 +12,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from provisioner.nodepaths import NodePaths
 from provisioner.cluster.model.command_runner import descendant_pid
 from provisioner.cluster.model.state import ClusterState
 from provisioner.render import RenderInputs
 
-if TYPE_CHECKING:
-    from provisioner.providers.base import Provider
-
 CONTROLLER = "controller"  # the runner key of the controller; nodes are keyed by their names
 # Stands for the node's name in Placement.slurmd_prefix (a node's network namespace and
 # cgroups are its own): daemons.slurmd_argv puts the name in.
 NODE_TOKEN = "@NODE@"
 
-__all__ = ["CONTROLLER", "NODE_TOKEN", "NodePaths", "Placement", "load_placement"]
+__all__ = ["CONTROLLER", "NODE_TOKEN", "NodePaths", "Placement"]
 
 
 @dataclass(frozen=True)
@@ -112,19 +109,3 @@ class Placement:
         data["munged_on"], data["slurmd_prefix"] = list(data["munged_on"]), tuple(data["slurmd_prefix"])
         data["controller_prefix"] = tuple(data.get("controller_prefix", ()))
         return cls(**data)
-
-
-def load_placement(state: ClusterState, provider: "Provider") -> Placement:
-    """The cluster's placement: the one stored in its state file at provision time, read
-    without any I/O.
-
-    A state without one is asked of the provider: a state the provider discovered rather
-    than provisioned (the SSH provider reads a deployed cluster from its controller), or,
-    the legacy path, a state file written before placements were stored (STATE_VERSION 1),
-    for which the local provider reads the host as every command did then. The result is
-    kept in ``state``, so the next save of a state file (up, start, fault) stores it."""
-    if state.placement is not None:
-        return Placement.from_dict(state.placement)
-    placement = provider.placement(state)  # discovered, or legacy (see the docstring)
-    state.placement = placement.to_dict()
-    return placement

@@ -1,25 +1,97 @@
-"""The optional capabilities of a provider: what it may add to the core (cluster/model/provider.py).
+"""The provider contract: what a provider must write (its core) and what it may add (capabilities).
 
-A provider inherits the capabilities it has; code in cluster/ asks
-``isinstance(cluster.provider, Capability)`` and, without one, does what the
-capability's docstring says (the documented default). They live here, below the
-providers, so that cluster/ never imports provisioner.providers; cluster/model/provider.py
-re-exports them beside the core.
+A provider provisions machines, finds and deletes them, says where things are (a
+Placement) and hands out a runner per machine. Everything else (`up`'s steps, status,
+export-logs, verify) is written once, in provisioner/cluster and provisioner/verify, on
+top of these.
+
+The core is Provider's abstract methods: a subclass that leaves one out cannot be
+instantiated (TypeError), and tests/unit/cluster/model/test_provider.py checks every
+registered provider. The capabilities (CAPABILITIES, below) are small classes too; a
+provider inherits those it has and callers ask ``isinstance(provider, Capability)``.
+Without one, the caller does what the capability's docstring says (the documented
+default), so a new backend can start with the core alone.
+
+This module sits in the cluster model, below everything that uses a provider: it names
+the state, the placement and the runners, never a `Cluster` (a method that needs a
+cluster's facts takes its state and placement), so the model, the providers and the
+code above them import it without a cycle.
 """
 
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Dict, List
+from typing import Any, Callable, Dict, List, Optional
 
+from provisioner.cluster.model.command_runner import Runner
+from provisioner.cluster.model.jobfiles import HostDirFiles, JobFiles
+from provisioner.cluster.model.placement import Placement
 from provisioner.cluster.model.state import ClusterState
+from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
-
-if TYPE_CHECKING:
-    from provisioner.cluster.model.handle import Cluster
+from provisioner.progress import Progress
 
 
+class Provider(ABC):
+    """The core every provider writes: provision, placement, runner, delete, discover."""
+
+    name = "?"  # its name in the registry (provisioner/providers/__init__.py) and state files
+    poll_s = 0.2  # how often waits and job trackers poll through this provider's runners
+
+    # -- the core ---------------------------------------------------------------------------------
+    @abstractmethod
+    def provision(self, spec: ClusterSpec, state: ClusterState, progress: Progress) -> None:
+        """Make the machines (directories, containers) and fill ``state`` with what was chosen
+        (ports, provider_data) and with the cluster's placement, computed here once:
+        ``state.placement = self.placement(state).to_dict()``. Called with the state
+        directory already created."""
+
+    @abstractmethod
+    def placement(self, state: ClusterState) -> Placement:
+        """Where the cluster's files, daemons and jobs live, computed from the state and, where
+        the backend needs it, the host (local: /etc/hosts, Open MPI's parameter file, tini,
+        the CPU count), everything found recorded in the Placement. provision calls it once;
+        later commands load the stored one (cluster/model/handle.py: load_placement) and call
+        this only for a state file written before placements were stored."""
+
+    @abstractmethod
+    def runner(self, state: ClusterState, key: str) -> Runner:
+        """The runner of machine ``key``: "controller" or a node name."""
+
+    @abstractmethod
+    def delete(self, state: ClusterState) -> List[int]:
+        """Stop every process or container of the cluster and remove its machines and state
+        directory; return the pids that would not die (if any)."""
+
+    @abstractmethod
+    def discover(self, name: str) -> Optional[ClusterState]:
+        """The state of cluster ``name`` when it has no state file here (a cluster made by an
+        older version; a deployed cluster read from its controller); None if not found."""
+
+    # -- defaults a provider may override ---------------------------------------------------------
+    def available(self) -> bool:
+        """Can this backend answer on this machine (without raising)? Used by list and down --all."""
+        return True
+
+    def sanity_checks(self, spec: ClusterSpec) -> None:
+        """Raise a PrerequisiteError/UsageError before anything is created (molecule's idea)."""
+
+    def job_files(self, state: ClusterState, placement: Placement) -> JobFiles:
+        """Where job files go (verify, the pytest plugin): by default the placement's job
+        directory on this host, which the cluster sees at ``job_root_in_cluster``."""
+        return HostDirFiles(placement.job_root, placement.job_root_in_cluster)
+
+    def describe(self, state: ClusterState, placement: Placement) -> str:
+        """The cluster as verify's header names it: "local cluster 'x'"."""
+        return f"{self.name} cluster '{state.name}'"
+
+    def logs_hint(self, state: ClusterState, placement: Placement) -> str:
+        """Where a failed check's reader finds the daemon logs."""
+        return f"see 'simcluster export-logs DIR --name {state.name}' for every daemon's log"
+
+
+# -- capabilities: what a provider may add ---------------------------------------------------------
 class Machines(ABC):
     """Machines that stay when stopped and start again (containers).
     Without it: no machine can be stopped as a whole ({} running), nothing to start."""
@@ -139,28 +211,39 @@ class ReadOnly(ABC):
     in placement.config_dir on this host, and status hints at `simcluster up`/`start`."""
 
     @abstractmethod
-    def daemons_alive(self, cluster: "Cluster") -> Dict[str, bool]:
+    def daemons_alive(self, state: ClusterState, placement: Placement) -> Dict[str, bool]:
         """{daemon key: alive} from what the cluster answers (keys as ClusterState.pids names
         them: "slurmctld", "munged", "slurmd:<node>")."""
 
     @abstractmethod
-    def config_files(self, cluster: "Cluster") -> Dict[str, bytes]:
-        """{file name: contents} of the cluster's config directory, read where it is."""
+    def config_files(self, state: ClusterState, placement: Placement) -> Dict[str, bytes]:
+        """{file name: contents} of the cluster's config directory (``placement.paths.etc``),
+        read where it is."""
 
 
-CAPABILITIES = (Machines, Stoppable, NodeProcesses, Crashable, Pausable, Orphans, ExtraLogs, ReadOnly, BootsDaemons)
+class Scalable(ABC):
+    """A provider whose clusters take and lose nodes while running (`simcluster scale`,
+    cluster/lifecycle/scale.py). Without it: `scale` says the backend cannot."""
+
+    @abstractmethod
+    def add_machines(self, state: ClusterState, spec: ClusterSpec, nodes: List[str], progress: Progress) -> None:
+        """Make the machines of ``nodes`` (already in ``spec``, the cluster's new spec): their
+        ports, addresses, namespaces, cgroups or containers; store ``spec`` and the new
+        placement in ``state``."""
+
+    @abstractmethod
+    def remove_machines(self, state: ClusterState, spec: ClusterSpec, nodes: List[str]) -> None:
+        """Remove the machines of ``nodes`` (their daemons stopped already; ``spec`` no longer
+        has them) and everything ``state`` recorded of them; store ``spec`` and the new placement."""
+
+
+CAPABILITIES = (Machines, Stoppable, NodeProcesses, Crashable, Pausable, Orphans, ExtraLogs, ReadOnly, BootsDaemons,
+                Scalable)
 
 
 def machines_running(provider: object, state: ClusterState) -> Dict[str, bool]:
     """provider.machines_running(state), or {} where machines cannot be stopped as a whole."""
     return provider.machines_running(state) if isinstance(provider, Machines) else {}
-
-
-def daemons_alive(cluster: "Cluster") -> Dict[str, bool]:
-    """{daemon key: alive} of ``cluster``: its recorded pids asked on their machines, or
-    what a read-only cluster answers."""
-    provider = cluster.provider
-    return provider.daemons_alive(cluster) if isinstance(provider, ReadOnly) else cluster.daemons_alive()
 
 
 def node_pids(provider: object, state: ClusterState, node: str) -> List[int]:

@@ -32,6 +32,7 @@ from docker.errors import DockerException, ImageNotFound
 from provisioner.errors import PrerequisiteError, SimclusterError
 from provisioner.paths import DATA_DIR, DOCKER_CONTEXT_DIR
 from provisioner.providers.docker.engine import DockerError, client, explain, require_engine
+from provisioner.progress import Progress
 
 IMAGE_REPO = "simcluster/node"
 OFFLINE_BASE = "simcluster/base:bookworm"
@@ -41,7 +42,6 @@ VERSION_FILE = "/usr/share/simcluster/slurm-version"  # the exact version the bu
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 IMAGE_VENV = "/opt/simcluster/venv"  # the image's python (torch, deepspeed, megatron-core with --train)
 
-Progress = Callable[[str], None]
 
 
 def image_tag(train: bool = False, slurm: str = DEFAULT_SLURM) -> str:

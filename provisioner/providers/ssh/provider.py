@@ -23,7 +23,8 @@ from provisioner.cluster.model.slurm import SlurmClient
 from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
-from provisioner.providers.base import ExtraLogs, Progress, Provider, ReadOnly
+from provisioner.cluster.model.provider import ExtraLogs, Provider, ReadOnly
+from provisioner.progress import Progress
 from provisioner.providers.ssh.accounting import ACCOUNTING_DAEMONS, pids_alive, rest_url, storage_port
 from provisioner.providers.ssh.cluster import (ControllerUnavailable, _int, node_groups, parse_config,
                                                probe_gpus_fake, read_cluster_with)
@@ -151,44 +152,45 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
     def available(self) -> bool:
         return self._controller is not None
 
-    def job_files(self, cluster) -> JobFiles:
+    def job_files(self, state: ClusterState, placement: Placement) -> JobFiles:
         """SSHJobFiles: to the controller and every node (their sruns need a controller that answers)."""
-        if cluster.state.phase != "running":
+        if state.phase != "running":
             raise ControllerUnavailable(
-                f"slurmctld on {cluster.state.provider_data.get('target', '?')} does not answer: "
-                f"{cluster.state.provider_data.get('controller_error') or 'no answer'}",
+                f"slurmctld on {state.provider_data.get('target', '?')} does not answer: "
+                f"{state.provider_data.get('controller_error') or 'no answer'}",
                 "is the cluster deployed and slurmctld running? ('simcluster deploy' starts it)")
-        return SSHJobFiles(SlurmClient(self.controller(), poll_s=self.poll_s), cluster.spec)
+        return SSHJobFiles(SlurmClient(self.controller(), poll_s=self.poll_s), state.cluster_spec)
 
-    def describe(self, cluster) -> str:
-        return f"deployed cluster '{cluster.name}' via {cluster.state.provider_data.get('target', '?')}"
+    def describe(self, state: ClusterState, placement: Placement) -> str:
+        return f"deployed cluster '{state.name}' via {state.provider_data.get('target', '?')}"
 
-    def logs_hint(self, cluster) -> str:
-        p = cluster.paths
+    def logs_hint(self, state: ClusterState, placement: Placement) -> str:
+        p = placement.paths
         return f"daemon logs are on the hosts: {p.daemon_log('slurmctld')}, {p.daemon_log('slurmd-<node>')}"
 
     # -- ReadOnly -----------------------------------------------------------------------------------
-    def daemons_alive(self, cluster) -> Dict[str, bool]:
+    def daemons_alive(self, state: ClusterState, placement: Placement) -> Dict[str, bool]:
         """slurmctld from `scontrol ping`, munged from a `munge -n | unmunge` round trip on the
         controller, each slurmd from its node's state (a node whose slurmd stopped answering
         is down or '*')."""
-        client = cluster.client
+        client = SlurmClient(self.controller(), {"SLURM_CONF": placement.paths.slurm_conf}, poll_s=self.poll_s)
+        spec = state.cluster_spec
         responding = client.ping(timeout=20)
         munge = client.run(["sh", "-c", "munge -n | unmunge >/dev/null"], timeout=20)
         states = client.node_states(timeout=20) if responding else None
         alive = {"slurmctld": responding, "munged": munge.ok}
         # The roles' MariaDB, slurmdbd and slurmrestd write pid files where `up`'s do (paths.run).
-        extra = (ACCOUNTING_DAEMONS if cluster.spec.accounting else ()) + (("slurmrestd",) if cluster.spec.rest else ())
+        extra = (ACCOUNTING_DAEMONS if spec.accounting else ()) + (("slurmrestd",) if spec.rest else ())
         if extra:
-            alive.update(pids_alive(self.controller(), [(d, f"{cluster.paths.run}/{d}.pid") for d in extra]))
-        for node in cluster.node_names:
+            alive.update(pids_alive(self.controller(), [(d, f"{placement.paths.run}/{d}.pid") for d in extra]))
+        for node in (n.name for n in spec.nodes):
             ns = (states or {}).get(node)
             alive[f"slurmd:{node}"] = bool(ns) and slurmd_answers(ns.state)
         return alive
 
-    def config_files(self, cluster) -> Dict[str, bytes]:
+    def config_files(self, state: ClusterState, placement: Placement) -> Dict[str, bytes]:
         """The readable files of the controller's config directory (not its subdirectories)."""
-        etc = cluster.paths.etc
+        etc = placement.paths.etc
         ctl = self.controller()
         res = ctl.run(["find", etc, "-maxdepth", "1", "-type", "f", "-readable", "-printf", "%f\\n"], timeout=20)
         found: Dict[str, bytes] = {}

@@ -20,7 +20,7 @@ from provisioner.cluster.model.command_runner import Result, Runner
 from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec
 from provisioner.paths import ClusterLayout
-from provisioner.providers.base import Machines, Provider
+from provisioner.cluster.model.provider import Machines, Provider
 from provisioner.render import RenderInputs, default_ports
 from tests.unit.conftest import spec_from
 

@@ -19,7 +19,8 @@ def test_spec_round_trips_and_identity_ignores_wait():
 
 
 def test_spec_backends_are_the_registered_providers():
-    from provisioner.config.validate import BACKEND_KEYS, BACKENDS
-    from provisioner.providers import BACKENDS as REGISTERED
-    assert BACKENDS is REGISTERED  # one list, the registry's
-    assert all(set(b) <= set(REGISTERED) for b in BACKEND_KEYS.values())
+    from provisioner.config.types import BACKENDS, READ_ONLY_BACKENDS
+    from provisioner.config.validate import BACKEND_KEYS
+    from provisioner.providers import PROVIDERS
+    assert set(PROVIDERS) == set(BACKENDS) | set(READ_ONLY_BACKENDS)  # every name the spec knows is registered
+    assert all(set(b) <= set(BACKENDS) for b in BACKEND_KEYS.values())

@@ -15,8 +15,9 @@ from provisioner.cluster.model.provider import CAPABILITIES, Machines, NodeProce
 from provisioner.cluster.model.state import ClusterState
 from provisioner.config import load_spec
 from provisioner.errors import ConfigError, UsageError
-from provisioner.providers import BACKENDS, PROVIDERS, provider_class, provider_named
-from provisioner.providers.base import Provider
+from provisioner.config.types import BACKENDS, READ_ONLY_BACKENDS
+from provisioner.providers import PROVIDERS, provider_class, provider_named
+from provisioner.cluster.model.provider import Provider
 
 CORE = {"provision", "placement", "runner", "delete", "discover"}
 PROVIDERS_DIR = Path(__file__).resolve().parents[3] / "provisioner" / "providers"
@@ -66,6 +67,7 @@ def test_every_registered_provider_implements_the_core(name):
 
 def test_backends_up_creates_are_providers_and_ssh_is_not_one_of_them():
     assert set(BACKENDS) <= set(PROVIDERS) and "ssh" in PROVIDERS and "ssh" not in BACKENDS
+    assert READ_ONLY_BACKENDS == ("ssh",)
     assert list(BACKENDS) == ["local", "docker"]
     with pytest.raises(ConfigError) as exc:
         load_spec(None, {"name": "x", "backend": "ssh"})

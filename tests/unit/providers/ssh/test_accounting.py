@@ -38,7 +38,7 @@ def test_accounting_and_rest_are_read_from_the_controller():
     assert cluster.spec.accounting and cluster.spec.rest
     assert cluster.state.rest_url == "http://10.0.0.10:6820"
     assert (cluster.placement.dbd_port, cluster.placement.storage_port) == (6819, 3307)
-    alive = provider.daemons_alive(cluster)
+    alive = provider.daemons_alive(cluster.state, cluster.placement)
     assert (alive["slurmdbd"], alive["mariadbd"], alive["slurmrestd"]) == (True, False, True)
     pid_script = next(c[-1] for c in ctl.calls if c[0] == "sh" and "kill -0" in c[-1])
     assert "/run/slurm/mariadbd.pid" in pid_script and "/run/slurm/slurmrestd.pid" in pid_script
