@@ -17,7 +17,7 @@ import contextlib
 import time
 from typing import Callable, Dict, Iterator, List, Optional
 
-from provisioner.cluster.faults import kinds as faults
+from provisioner.cluster.faults.registry import FAULTS, Fault, fault_named
 from provisioner.cluster.lifecycle import create as lifecycle
 from provisioner.cluster.model.provider import Orphans, machines_running
 from provisioner.cluster.model.handle import Cluster
@@ -200,41 +200,37 @@ def list_clusters(with_shared: bool = False) -> List[Dict]:
 
 
 class Injector:
-    """The faults of cluster/faults/kinds.py for cluster ``name``, as `simcluster fault`, `verify
-    --suite faults` and the pytest plugin's ``slurm_faults`` use them: each call takes the
-    cluster's lock and loads the cluster afresh inside it."""
+    """The faults of cluster/faults/registry.py for cluster ``name``, as `simcluster fault`,
+    `verify --suite faults` and the pytest plugin's ``slurm_faults`` use them: one method per
+    fault (``kill(node)``, ``drain(node, reason)``, ``kill_controller()``, ``heal(timeout)``,
+    ``time_limit(job_id, seconds)`` ...), made from its row. Each call loads the cluster
+    afresh; a cluster fault holds the cluster's lock while it runs, a job fault does not
+    (cluster/faults/job.py says why)."""
 
     def __init__(self, name: str):
         self.name = name
 
-    def run(self, func: Callable[..., str], *args) -> str:
-        """``func(cluster, *args)`` (one of cluster/faults/kinds.py's functions) under the lock."""
+    def inject(self, verb: str, *args, **kwargs) -> str:
+        """Fault ``verb`` (its row's inject function) with ``args`` on the cluster."""
+        fault = fault_named(verb)
+        if not fault.locked:
+            return fault.inject(load(self.name), *args, **kwargs)
         with locked(self.name):
-            return func(load(self.name), *args)
+            return fault.inject(load(self.name), *args, **kwargs)
 
     @property
     def fast(self) -> bool:
         """True when the cluster detects dead nodes fast (up --fast-failure)."""
         return load(self.name).spec.failure_detection == "fast"
 
-    def kill(self, node: str) -> str:
-        return self.run(faults.kill_node, node)
 
-    def pause(self, node: str) -> str:
-        return self.run(faults.pause_node, node)
+def _injector_method(fault: Fault) -> Callable[..., str]:
+    def method(self: Injector, *args, **kwargs) -> str:
+        return self.inject(fault.verb, *args, **kwargs)
+    method.__name__ = method.__qualname__ = fault.method
+    method.__doc__ = fault.help.splitlines()[0]
+    return method
 
-    def resume(self, node: str) -> str:
-        return self.run(faults.resume_node, node)
 
-    def drain(self, node: str, reason: str) -> str:
-        return self.run(faults.drain_node, node, reason)
-
-    def kill_controller(self) -> str:
-        return self.run(faults.kill_controller)
-
-    def stop_accounting(self) -> str:
-        return self.run(faults.stop_accounting)
-
-    def heal(self, timeout: Optional[float] = 120.0, progress: Callable[[str], None] = lambda line: None) -> str:
-        """`fault heal`; ``timeout`` None: the cluster's own --wait."""
-        return self.run(lambda c: faults.heal(c, progress, c.spec.wait if timeout is None else timeout))
+for _fault in FAULTS:  # Injector.kill, Injector.kill_controller ...: one per row
+    setattr(Injector, _fault.method, _injector_method(_fault))

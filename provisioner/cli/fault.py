@@ -1,34 +1,28 @@
-"""`simcluster fault`: inject reversible faults into a cluster (docs/faults.md)."""
+"""`simcluster fault`: inject reversible faults into a cluster (docs/faults.md).
+
+One command per row of provisioner/cluster/faults/registry.py (FAULTS): its argument (NODE,
+JOBID or none) and options come from the row, so a new fault kind needs no code here.
+"""
 
 from __future__ import annotations
-
 
 import click
 
 from provisioner.cli.common import name_option
+from provisioner.cluster.faults.registry import CLUSTER, FAULTS, Fault, Param
 from provisioner.errors import ClusterNotFound, UsageError
 
-
-def _on_job(name, verb, *args, **kwargs):
-    """``faults.<verb>(cluster, *args)`` for a fault of one job: the cluster is loaded
-    without its lock (a job fault changes no cluster state: cluster/faults/kinds.py says why)."""
-    # lazy: the cluster model loads only when a fault command runs, not for --help
-    from provisioner.cluster.faults import kinds as faults
-    from provisioner.named_clusters import load
-    try:
-        cluster = load(name)
-    except ClusterNotFound as exc:
-        raise UsageError(exc.message, exc.hint) from None
-    return getattr(faults, verb)(cluster, *args, **kwargs)
+_TYPES = {"text": click.STRING, "seconds": click.IntRange(min=0), "float": click.FLOAT}
 
 
-def _inject(name, verb, *args):
-    """``Injector(name).<verb>(*args)``: the fault under the cluster's lock; an unknown
-    cluster is bad input here (exit 2)."""
+def _inject(name, verb, *args, **kwargs):
+    """``Injector(name).inject(verb, *args)``: a cluster fault under the cluster's lock, a job
+    fault without it (cluster/faults/job.py says why); an unknown cluster is bad input here
+    (exit 2)."""
     # lazy: the cluster model loads only when a fault command runs, not for --help
     from provisioner.named_clusters import Injector
     try:
-        return getattr(Injector(name), verb)(*args)
+        return Injector(name).inject(verb, *args, **kwargs)
     except ClusterNotFound as exc:
         raise UsageError(exc.message, exc.hint) from None
 
@@ -52,79 +46,28 @@ def command():
     """
 
 
-def _node_command(verb, doc):
-    @command.command(verb, help=doc)
-    @click.argument("node")
-    @name_option
-    def run(node, name):
-        click.echo(_inject(name, verb, node))
-    return run
+def _option(param: Param):
+    kind = click.Choice(list(param.choices), case_sensitive=False) if param.type == "choice" else _TYPES[param.type]
+    dest = param.dest or param.flag.lstrip("-").replace("-", "_")
+    return click.option(param.flag, dest, type=kind, required=param.required, default=param.default,
+                        metavar=param.metavar or None, help=param.help)
 
 
-_node_command("kill", "SIGKILL a node's slurmd, slurmstepd and job tasks (like a crashed host; local: off its "
-                      "network first, and heal brings it back rebooted).")
-_node_command("pause", "Freeze a node: SIGSTOP its slurmd and job steps (docker: pause its container).")
-_node_command("resume", "Undo 'fault pause NODE'.")
+def _fault_command(fault: Fault):
+    """The click command of one fault row."""
+    def run(name, target=None, **options):
+        args = () if target is None else (target,)
+        values = [options[p.dest or p.flag.lstrip("-").replace("-", "_")] for p in fault.params]
+        extra = {"progress": lambda m: click.echo(m, err=True)} if fault.progress else {}
+        click.echo(_inject(name, fault.verb, *args, *values, **extra))
+    run.__name__ = fault.method
+    run = name_option(run)
+    for param in reversed(fault.params):
+        run = _option(param)(run)
+    if fault.target != CLUSTER:
+        run = click.argument("target", metavar=fault.target.upper() if fault.target == "node" else "JOBID")(run)
+    return command.command(fault.verb, help=fault.help)(run)
 
 
-@command.command("drain")
-@click.argument("node")
-@click.option("--reason", required=True, metavar="TEXT", help="Why (shown by sinfo -R and status).")
-@name_option
-def drain(node, reason, name):
-    """Drain a node (scontrol update state=DRAIN): running jobs finish, no new ones start."""
-    click.echo(_inject(name, "drain", node, reason))
-
-
-@command.command("kill-controller")
-@name_option
-def kill_controller(name):
-    """SIGKILL slurmctld; 'fault heal', 'start' or 'up' restart it from its saved state."""
-    click.echo(_inject(name, "kill_controller"))
-
-
-@command.command("stop-accounting")
-@name_option
-def stop_accounting(name):
-    """SIGKILL slurmdbd (accounting clusters): jobs run on, records reach sacct after heal."""
-    click.echo(_inject(name, "stop_accounting"))
-
-
-@command.command("heal")
-@name_option
-@click.option("--wait", type=float, default=None, metavar="SECONDS",
-              help="How long to wait for the nodes to answer  [default: the cluster's --wait]")
-def heal(name, wait):
-    """Undo every fault in effect (resume, undrain) and restart every dead daemon in place."""
-    click.echo(_inject(name, "heal", wait or None, lambda m: click.echo(m, err=True)))
-
-
-@command.command("time-limit")
-@click.argument("job_id", metavar="JOBID")
-@click.option("--in", "in_s", type=click.IntRange(min=0), required=True, metavar="SECONDS",
-              help="The job's new end, from now (the smallest whole-minute TimeLimit that reaches it).")
-@name_option
-def time_limit(job_id, in_s, name):
-    """Move a running job's end to about SECONDS from now (scontrol update TimeLimit).
-
-    Its --signal then comes at its offset before the new end and it ends TIMEOUT, as a
-    24-hour job does at hour 24. Slurm keeps limits in whole minutes and acts on them in
-    a pass every 30 s: the signal comes up to 30 s early, the end up to 30 s late.
-    """
-    click.echo(_on_job(name, "time_limit", job_id, in_s))
-
-
-@command.command("preempt")
-@click.argument("job_id", metavar="JOBID")
-@click.option("--mode", type=click.Choice(["requeue", "cancel"], case_sensitive=False), default=None,
-              help="Requeue or cancel, whatever PreemptMode says  [default: its QoS/partition/cluster PreemptMode]")
-@name_option
-def preempt(job_id, mode, name):
-    """Preempt a running job as Slurm would: GraceTime, the signal, then requeue or cancel.
-
-    The mode and GraceTime are read from the cluster as slurmctld decides them
-    (PreemptType preempt/qos: the job's QoS; preempt/partition_prio: its partition;
-    else the cluster's PreemptMode). Done with Slurm's own commands (scancel --signal,
-    scontrol requeue, scancel): sacct shows REQUEUED or CANCELLED, not PREEMPTED.
-    """
-    click.echo(_on_job(name, "preempt", job_id, mode and mode.lower(), lambda m: click.echo(m, err=True)))
+for _fault in FAULTS:
+    _fault_command(_fault)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
-from provisioner.cluster.faults import kinds as faults
+from provisioner.cluster.faults.registry import FAULTS, JOB, Fault, fault_named
 from provisioner.cluster.model.wait import nodes_ready
 from provisioner.named_clusters import Injector, load
 from provisioner.errors import ClusterNotFound, StartupError
@@ -21,9 +21,11 @@ from provisioner.testing.handle import SlurmCluster
 
 
 class SlurmFaults:
-    """kill / pause / resume / drain NODE, kill_controller, stop_accounting, heal, and the
-    job faults time_limit / preempt; each returns `simcluster fault`'s message.
-    ``cluster=`` picks another cluster (a factory's)."""
+    """One method per fault of cluster/faults/registry.py, as `simcluster fault` has them:
+    kill / pause / resume / drain NODE, kill_controller, stop_accounting, heal, and the job
+    faults time_limit / preempt (whose job may be a Job of slurm_cluster.sbatch, acting on
+    its cluster); each returns `simcluster fault`'s message. ``cluster=`` picks another
+    cluster (a factory's)."""
 
     def __init__(self, default: Optional[SlurmCluster]):
         self.default = default
@@ -37,40 +39,12 @@ class SlurmFaults:
             self._touched[target.name] = Injector(target.name)
         return self._touched[target.name]
 
-    def kill(self, node: str, cluster: Optional[SlurmCluster] = None) -> str:
-        """SIGKILL the node's slurmd, slurmstepd and job tasks (a crashed host)."""
-        return self._inj(cluster).kill(node)
-
-    def pause(self, node: str, cluster: Optional[SlurmCluster] = None) -> str:
-        return self._inj(cluster).pause(node)
-
-    def resume(self, node: str, cluster: Optional[SlurmCluster] = None) -> str:
-        return self._inj(cluster).resume(node)
-
-    def drain(self, node: str, reason: str = "slurm_faults", cluster: Optional[SlurmCluster] = None) -> str:
-        return self._inj(cluster).drain(node, reason)
-
-    def kill_controller(self, cluster: Optional[SlurmCluster] = None) -> str:
-        return self._inj(cluster).kill_controller()
-
-    def stop_accounting(self, cluster: Optional[SlurmCluster] = None) -> str:
-        return self._inj(cluster).stop_accounting()
-
-    def time_limit(self, job_id, seconds: int, cluster: Optional[SlurmCluster] = None) -> str:
-        """`simcluster fault time-limit JOB --in SECONDS`: the running job ends (TIMEOUT) in about
-        ``seconds``, its --signal at its offset before that. ``job_id``: a number, or a Job
-        (slurm_cluster.sbatch's), whose cluster it then acts on."""
-        return faults.time_limit(self._cluster(cluster, job_id), _job_id(job_id), int(seconds))
-
-    def preempt(self, job_id, mode: Optional[str] = None, cluster: Optional[SlurmCluster] = None) -> str:
-        """`simcluster fault preempt JOB [--mode requeue|cancel]`: preempted as its QoS /
-        partition / cluster PreemptMode says (``mode`` replaces it), after GraceTime and the
-        signal; returns once it is requeued or cancelled."""
-        return faults.preempt(self._cluster(cluster, job_id), _job_id(job_id), mode)
-
-    def _cluster(self, cluster: Optional[SlurmCluster], job):
-        """The loaded cluster a job fault acts on: ``cluster``, the Job's, or the default."""
-        return load(self._inj(cluster or getattr(job, "cluster", None)).name)
+    def inject(self, verb: str, *args, cluster: Optional[SlurmCluster] = None, **kwargs) -> str:
+        """Fault ``verb`` with ``args``, as `simcluster fault <verb>` does it."""
+        if fault_named(verb).target == JOB and args:  # a Job: its id, and its cluster unless one is given
+            cluster = cluster or getattr(args[0], "cluster", None)
+            args = (_job_id(args[0]),) + args[1:]
+        return self._inj(cluster).inject(verb, *args, **kwargs)
 
     def heal(self, cluster: Optional[SlurmCluster] = None, timeout: float = 120.0) -> str:
         """Undo every fault in effect and restart dead daemons in place (`simcluster fault heal`)."""
@@ -86,6 +60,19 @@ class SlurmFaults:
                 continue  # a factory cluster already taken down
             wait_all_ready(name, timeout)
         return done
+
+
+def _fault_method(fault: Fault):
+    def method(self: SlurmFaults, *args, cluster: Optional[SlurmCluster] = None, **kwargs) -> str:
+        return self.inject(fault.verb, *args, cluster=cluster, **kwargs)
+    method.__name__ = method.__qualname__ = fault.method
+    method.__doc__ = fault.help.splitlines()[0]
+    return method
+
+
+for _fault in FAULTS:  # kill, pause, ..., time_limit, preempt: one per row (heal above keeps its signature)
+    if not hasattr(SlurmFaults, _fault.method):
+        setattr(SlurmFaults, _fault.method, _fault_method(_fault))
 
 
 def _job_id(job) -> str:

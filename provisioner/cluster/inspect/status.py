@@ -18,6 +18,7 @@ from provisioner.cluster.model.provider import ReadOnly, machines_running
 from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.model.placement import CONTROLLER
 from provisioner.cluster.lifecycle.repair import hung_nodes
+from provisioner.cluster.faults.registry import node_problems
 
 
 @dataclass
@@ -97,12 +98,12 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
             name=n.name, host=cluster.runner(n.name).where, state=ns.state if ns else "unknown",
             reason=ns.reason if ns else "", ready=bool(ns and ns.ready), gpus=list(n.gpus), cpus=n.cpus,
             memory_mb=n.memory, port=st.node_ports.get(n.name), slurmd_alive=alive.get(f"slurmd:{n.name}", False)))
-    paused = {f.get("node") for f in st.faults if f.get("what") == "pause"}
+    faulted = node_problems(st.faults)  # what a fault in effect makes of a node (a pause)
     hints: List[str] = []
     hung = set(hung_nodes(cluster, alive, states)) if states is not None else set()
     for ns in nodes if managed else ():
-        if ns.name in paused:
-            ns.problem = "paused by 'simcluster fault pause'"
+        if ns.name in faulted:
+            ns.problem = faulted[ns.name]
         elif ns.name in hung:
             ns.problem = "slurmd alive but not answering slurmctld"
         elif not ns.slurmd_alive and st.phase == "running":
