@@ -44,21 +44,21 @@ def test_the_one_line_ends_with_the_section():
 
 def test_accounting_errors_name_the_accounting_section():
     """`up --accounting` failures point at the accounting section, not at the generic
-    'a cluster does not come up' one: every StartupError raised in cluster/accounting.py
+    'a cluster does not come up' one: every StartupError raised in cluster/services/accounting.py
     carries it, and one raised for real says it in its one line."""
     import ast
     from types import SimpleNamespace
 
     import pytest
 
-    from provisioner.cluster import accounting
+    from provisioner.cluster.services import accounting
 
     assert accounting.ACCOUNTING_DOC == "docs/troubleshooting.md#accounting-does-not-start"
-    tree = ast.parse((REPO / "provisioner" / "cluster" / "accounting.py").read_text())
+    tree = ast.parse((REPO / "provisioner" / "cluster" / "services" / "accounting.py").read_text())
     raised = [node for node in ast.walk(tree) if isinstance(node, ast.Call)
               and getattr(node.func, "id", None) == "StartupError"]
     assert raised and all(any(k.arg == "doc" for k in call.keywords) for call in raised), \
-        "a StartupError in cluster/accounting.py without doc=ACCOUNTING_DOC"
+        "a StartupError in cluster/services/accounting.py without doc=ACCOUNTING_DOC"
 
     no_sql = SimpleNamespace(read_text=lambda path: None, where="this host")
     cluster = SimpleNamespace(runner=lambda *a: no_sql)
