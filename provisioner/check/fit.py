@@ -658,14 +658,68 @@ def _with_gpu_count(g: GpuAsk, count: int) -> Optional[str]:
     return f"{typed}{count}"
 
 
+@dataclass(frozen=True)
+class _Listed:
+    """What a partition's Allow*/Deny* list (accounts or QoS) is judged with."""
+
+    option: str  # the sbatch option: "account"
+    noun: str  # in messages: "accounts"
+    key: str  # the partition's keys: Allow<key>, Deny<key>
+    rule: str
+    refused: str  # sbatch's error
+    held: str  # the reason a held job shows
+    slurm_noun: str  # as slurmctld's message names it
+    without: str  # what a job without the option gets
+    unless: str  # ... which must be one of the allowed
+    default_ok: Callable[[List[str]], bool]  # the default passes the Allow list without the option
+
+
+ACCOUNTS = _Listed("account", "accounts", "Accounts", "cluster.account", INVALID_ACCOUNT, "AccountNotAllowed",
+                   "account", "the job runs under your default account", "that", lambda allow: False)
+QOS = _Listed("qos", "QoS", "Qos", "cluster.qos", INVALID_QOS, "QOSNotAllowed", "QOS",
+              "the job gets your default QoS (normal unless your association sets another)", "your default",
+              lambda allow: "normal" in allow)
+
+
+def _judge_partition_list(j: Judge, part: PartitionSpec, listed: _Listed, opt: Optional[HeaderOpt],
+                          value: Optional[str]) -> bool:
+    """--account / --qos (``value``, lower case; None when not given) against the partition's
+    Allow*/Deny* list; True when it reported something."""
+    name = part.name
+    allow = _names(part.option(f"Allow{listed.key}"))
+    deny = _names(part.option(f"Deny{listed.key}"))
+    if allow is not None:
+        allowed = f"partition {name} allows {listed.noun} {', '.join(allow)}"
+        if value is None:
+            if not listed.default_ok(allow):
+                j.add(None, WARNING, listed.rule,
+                      f"no --{listed.option}: {listed.without}, and partition {name} allows only {', '.join(allow)}: "
+                      f"unless {listed.unless} is one of them, " + j.held_or_refused(listed.refused, listed.held),
+                      allowed, insert=f"#SBATCH --{listed.option}={allow[0]}")
+            return True
+        if value not in allow:
+            j.add(opt, ERROR, listed.rule,
+                  f"--{listed.option}={opt.value}: {allowed} (Allow{listed.key}): " + j.held_or_refused(
+                      listed.refused, f"\"Job's {listed.slurm_noun} not permitted to use this partition ({name} "
+                      f"allows {','.join(allow)} not {value})\""), allowed, allow[0])
+            return True
+    elif deny is not None and value is not None and value in deny:
+        j.add(opt, ERROR, listed.rule,
+              f"--{listed.option}={opt.value}: partition {name} denies {listed.noun} {', '.join(deny)} "
+              f"(Deny{listed.key}): " + j.held_or_refused(
+                  listed.refused, f"\"Job's {listed.slurm_noun} not permitted to use this partition ({name} denies "
+                  f"{','.join(deny)} including {value})\""),
+              f"partition {name} denies {listed.noun} {', '.join(deny)}")
+        return True
+    return False
+
+
 def _judge_account(j: Judge, part: PartitionSpec) -> None:
     """-A against the accounting database first (slurmctld looks the association up before it
     looks at the partition), then against the partition's AllowAccounts / DenyAccounts."""
     ask, spec, name = j.ask, j.spec, part.name
     acct = ask.account.value.strip().lower() if ask.account else None
     allow = _names(part.option("AllowAccounts"))
-    deny = _names(part.option("DenyAccounts"))
-    offer = f"partition {name} allows accounts {', '.join(allow)}" if allow else ""
     enforce = _enforce_accounting(spec)
     known = {a.name.lower() for a in spec.accounts}
     if acct is not None and spec.accounting and known and acct not in known | {"root", "simcluster"}:
@@ -682,26 +736,7 @@ def _judge_account(j: Judge, part: PartitionSpec) -> None:
                   + (f", and partition {name} allows only {', '.join(allow)}" if allow else ""),
                   accounts, (allow or sorted(known))[0])
         return
-    if allow is not None:
-        if acct is None:
-            j.add(None, WARNING, "cluster.account",
-                  f"no --account: the job runs under your default account, and partition {name} allows only "
-                  f"{', '.join(allow)}: unless that is one of them, "
-                  + j.held_or_refused(INVALID_ACCOUNT, "AccountNotAllowed"),
-                  offer, insert=f"#SBATCH --account={allow[0]}")
-            return
-        if acct not in allow:
-            j.add(ask.account, ERROR, "cluster.account",
-                  f"--account={ask.account.value}: partition {name} allows accounts {', '.join(allow)} "
-                  f"(AllowAccounts): " + j.held_or_refused(
-                      INVALID_ACCOUNT, f"\"Job's account not permitted to use this partition ({name} allows "
-                      f"{','.join(allow)} not {acct})\""), offer, allow[0])
-    elif deny is not None and acct is not None and acct in deny:
-        j.add(ask.account, ERROR, "cluster.account",
-              f"--account={ask.account.value}: partition {name} denies accounts {', '.join(deny)} (DenyAccounts): "
-              + j.held_or_refused(INVALID_ACCOUNT, f"\"Job's account not permitted to use this partition ({name} "
-                                  f"denies {','.join(deny)} including {acct})\""),
-              f"partition {name} denies accounts {', '.join(deny)}")
+    _judge_partition_list(j, part, ACCOUNTS, ask.account, acct)
 
 
 def _judge_licenses(j: Judge) -> None:
@@ -727,7 +762,9 @@ def _judge_licenses(j: Judge) -> None:
 
 
 def _judge_qos(j: Judge, part: PartitionSpec) -> None:
-    ask, spec, name = j.ask, j.spec, part.name
+    """--qos against the accounting database, the partition's AllowQos / DenyQos, then the
+    QoS the job's account may use."""
+    ask, spec = j.ask, j.spec
     qos = ask.qos.value.strip().lower() if ask.qos else None
     enforce = _enforce_accounting(spec)
     defined = {q.name.lower() for q in spec.qos} | {"normal"}
@@ -743,30 +780,7 @@ def _judge_qos(j: Judge, part: PartitionSpec) -> None:
                   "AccountingStorageEnforce Slurm takes the job and gives it no QoS (its priority, limits and "
                   "preemption do not apply)", f"QoS here: {', '.join(sorted(defined))}", sorted(defined)[0])
         return
-    allow = _names(part.option("AllowQos"))
-    deny = _names(part.option("DenyQos"))
-    if allow is not None:
-        if qos is None:
-            if "normal" not in allow:
-                j.add(None, WARNING, "cluster.qos",
-                      f"no --qos: the job gets your default QoS (normal unless your association sets another), and "
-                      f"partition {name} allows only {', '.join(allow)}: unless your default is one of them, "
-                      + j.held_or_refused(INVALID_QOS, "QOSNotAllowed"),
-                      f"partition {name} allows QoS {', '.join(allow)}", insert=f"#SBATCH --qos={allow[0]}")
-            return
-        if qos not in allow:
-            j.add(ask.qos, ERROR, "cluster.qos",
-                  f"--qos={ask.qos.value}: partition {name} allows QoS {', '.join(allow)} (AllowQos): "
-                  + j.held_or_refused(INVALID_QOS, f"\"Job's QOS not permitted to use this partition ({name} allows "
-                                      f"{','.join(allow)} not {qos})\""),
-                  f"partition {name} allows QoS {', '.join(allow)}", allow[0])
-            return
-    elif deny is not None and qos is not None and qos in deny:
-        j.add(ask.qos, ERROR, "cluster.qos",
-              f"--qos={ask.qos.value}: partition {name} denies QoS {', '.join(deny)} (DenyQos): "
-              + j.held_or_refused(INVALID_QOS, f"\"Job's QOS not permitted to use this partition ({name} denies "
-                                  f"{','.join(deny)} including {qos})\""),
-              f"partition {name} denies QoS {', '.join(deny)}")
+    if _judge_partition_list(j, part, QOS, ask.qos, qos):
         return
     acct = ask.account.value.strip().lower() if ask.account else None
     if qos is not None and "qos" in enforce and acct is not None:

@@ -45,10 +45,23 @@ def build(train, offline, no_cache, slurm):
     click.echo(f"built {tag} (Slurm {installed_slurm(tag)}) in {time.monotonic() - t0:.1f}s")
 
 
-@command.command("import")
-@click.argument("source", metavar="dockerd://IMAGE|docker://[USER@][REGISTRY#]IMAGE[:TAG]")
-@click.option("-o", "--output", "output", required=True, metavar="FILE.sqsh",
-              help="The squashfs file to write (replaced if it exists).")
+def _file_command(name: str, source_metavar: str, output_metavar: str, output_help: str):
+    """A command that makes one file or directory (-o) of an image (SOURCE)."""
+    def wrap(func):
+        func = click.option("-o", "--output", "output", required=True, metavar=output_metavar, help=output_help)(func)
+        return command.command(name)(click.argument("source", metavar=source_metavar)(func))
+    return wrap
+
+
+def _timed(make, source: str, output: str):
+    """(what ``make(source, Path(output))`` made, the seconds it took)."""
+    from pathlib import Path
+    t0 = time.monotonic()
+    return make(source, Path(output)), time.monotonic() - t0
+
+
+@_file_command("import", "dockerd://IMAGE|docker://[USER@][REGISTRY#]IMAGE[:TAG]", "FILE.sqsh",
+               "The squashfs file to write (replaced if it exists).")
 def import_(source, output):
     """Make a squashfs file of a docker engine image, for --container-image (like `enroot import`).
 
@@ -57,27 +70,18 @@ def import_(source, output):
     syntax) is pulled by the docker engine first (one line with docker's reason where no
     registry answers).
     """
-    from pathlib import Path
-
     from provisioner.cluster.services.containers import import_image
-    t0 = time.monotonic()
-    out = import_image(source, Path(output))
-    click.echo(f"imported {source} to {out} ({out.stat().st_size / 2**20:.0f} MiB) in {time.monotonic() - t0:.1f}s")
+    out, took = _timed(import_image, source, output)
+    click.echo(f"imported {source} to {out} ({out.stat().st_size / 2**20:.0f} MiB) in {took:.1f}s")
 
 
-@command.command("bundle")
-@click.argument("source", metavar="FILE.sqsh|dockerd://IMAGE")
-@click.option("-o", "--output", "output", required=True, metavar="DIR",
-              help="The bundle directory to make (must not exist).")
+@_file_command("bundle", "FILE.sqsh|dockerd://IMAGE", "DIR", "The bundle directory to make (must not exist).")
 def bundle(source, output):
     """Make an OCI bundle (DIR/rootfs, DIR/config.json) for Slurm's own `srun --container=DIR`.
 
     rootfs/ is the image's file system; config.json is `crun spec`'s, made fit for Slurm
     steps: the node's host name, network and /etc/hosts, a read-only root, /tmp writable.
     """
-    from pathlib import Path
-
     from provisioner.cluster.services.oci import make_bundle
-    t0 = time.monotonic()
-    out = make_bundle(source, Path(output))
-    click.echo(f"bundled {source} to {out} in {time.monotonic() - t0:.1f}s; run it: srun --container={out} ...")
+    out, took = _timed(make_bundle, source, output)
+    click.echo(f"bundled {source} to {out} in {took:.1f}s; run it: srun --container={out} ...")

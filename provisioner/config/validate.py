@@ -71,6 +71,15 @@ def _int_in(p: _Problems, where: str, value: Any, lo: int, hi: int) -> Optional[
     return value
 
 
+def _yes_no(p: _Problems, where: str, raw: Dict, key: str) -> bool:
+    """A true/false key of ``raw`` (false when absent): a problem, and false, for anything else."""
+    value = raw.get(key, False)
+    if not isinstance(value, bool):
+        p.add(where, f"expected true or false, got {value!r}")
+        return False
+    return value
+
+
 def _unknown_keys(p: _Problems, where: str, d: Dict, allowed: set) -> None:
     for key in sorted(set(d) - allowed, key=str):  # YAML keys need not be strings
         close = [a for a in sorted(allowed) if a.lower() == str(key).lower().replace("_", "")]
@@ -161,23 +170,14 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
     if image is not None and (not isinstance(image, str) or not re.match(r"^[\w][\w./:@-]*$", image)):
         p.add("image", f"{image!r} is not a docker image reference")
         image = None
-    privileged = raw.get("privileged", False)
-    if not isinstance(privileged, bool):
-        p.add("privileged", f"expected true or false, got {privileged!r}")
-        privileged = False
+    privileged = _yes_no(p, "privileged", raw, "privileged")
     for key, value in (("image", image), ("privileged", privileged)):
         if value and backend not in BACKEND_KEYS[key]:
             only = " or ".join(BACKEND_KEYS[key])
             p.add(key, f"only applies to the {only} backend (backend: {only})")
             break
-    accounting = raw.get("accounting", False)
-    if not isinstance(accounting, bool):
-        p.add("accounting", f"expected true or false, got {accounting!r}")
-        accounting = False
-    rest = raw.get("rest", False)
-    if not isinstance(rest, bool):
-        p.add("rest", f"expected true or false, got {rest!r}")
-        rest = False
+    accounting = _yes_no(p, "accounting", raw, "accounting")
+    rest = _yes_no(p, "rest", raw, "rest")
 
     failure_detection = raw.get("failureDetection", "normal")
     if failure_detection not in FAILURE_DETECTION:
@@ -330,10 +330,7 @@ def _validate_partitions(p: _Problems, raw_parts: Any, node_names: List[str]) ->
         else:
             p.add(f"{where}.nodes", f"expected 'ALL' or a list of node names, got {members!r}")
             members_t = ()
-        default = part.get("default", False)
-        if not isinstance(default, bool):
-            p.add(f"{where}.default", f"expected true or false, got {default!r}")
-            default = False
+        default = _yes_no(p, f"{where}.default", part, "default")
         max_time = str(part.get("maxTime", "INFINITE"))
         if not SLURM_TIME_RE.match(max_time):
             p.add(f"{where}.maxTime", f"{max_time!r} is not a Slurm time (e.g. 60, 1-00:00:00, INFINITE)")
