@@ -9,6 +9,11 @@ import click
 from provisioner.cli.common import echo_json, name_option
 from provisioner.cli.options import cluster_from_options, ssh_options
 
+# One line each where the status has it: (key of status --json, what the line says).
+FACTS = (("node_etc_slurm", "/etc/slurm on the nodes"), ("node_network", "network of the nodes"),
+         ("node_cgroups", "limits (cgroups)"), ("node_boot_time", "boot time of the nodes"),
+         ("containers", "container options"))
+
 
 def _fmt_mem(mb) -> str:
     if mb is None:
@@ -41,30 +46,25 @@ def command(ctx, name, as_json, **where):
         click.echo(f"  slurmctld {alive(c['alive'])} on {c['host']} port {c['port']}"
                    f"{'' if c['responding'] or not c['alive'] else ' (not responding)'};"
                    f"  munged {alive(st['munged']['alive'])}")
-        acct = st.get("accounting") or {}
+        services = []  # (what, healthy, how it is): the optional daemons the cluster has
+        acct, api = st.get("accounting") or {}, st.get("rest") or {}
         if acct.get("enabled"):
-            click.echo(f"  accounting {'healthy' if acct['healthy'] else 'UNHEALTHY'}: "
-                       f"slurmdbd {alive(acct['slurmdbd']['alive'])} on port {acct['slurmdbd']['port']};"
-                       f"  MariaDB {alive(acct['mariadb']['alive'])} on port {acct['mariadb']['port']};"
-                       f"  cluster {'registered' if acct['registered'] else 'NOT registered'}")
-        api = st.get("rest") or {}
+            services.append(("accounting", acct["healthy"],
+                             f"slurmdbd {alive(acct['slurmdbd']['alive'])} on port {acct['slurmdbd']['port']};"
+                             f"  MariaDB {alive(acct['mariadb']['alive'])} on port {acct['mariadb']['port']};"
+                             f"  cluster {'registered' if acct['registered'] else 'NOT registered'}"))
         if api.get("enabled"):
-            click.echo(f"  REST API {'healthy' if api['healthy'] else 'UNHEALTHY'}: slurmrestd "
-                       f"{alive(api['alive'])} at {api['url'] or '?'}; API versions "
-                       f"{', '.join(api['versions']) or 'none answered' + (' (' + api['error'] + ')' if api.get('error') else '')}")
+            answered = ", ".join(api["versions"]) or "none answered" + (f" ({api['error']})" if api.get("error") else "")
+            services.append(("REST API", api["healthy"], f"slurmrestd {alive(api['alive'])} at {api['url'] or '?'}; "
+                                                         f"API versions {answered}"))
+        for what, healthy, how in services:
+            click.echo(f"  {what} {'healthy' if healthy else 'UNHEALTHY'}: {how}")
         click.echo(f"  state: {st['state_dir']}")
         if st.get("shared_dir"):
             click.echo(f"  job files: {st['shared_dir']} (shared with every node)")
-        if st.get("node_etc_slurm"):
-            click.echo(f"  /etc/slurm on the nodes: {st['node_etc_slurm']}")
-        if st.get("node_network"):
-            click.echo(f"  network of the nodes: {st['node_network']}")
-        if st.get("node_cgroups"):
-            click.echo(f"  limits (cgroups): {st['node_cgroups']}")
-        if st.get("node_boot_time"):
-            click.echo(f"  boot time of the nodes: {st['node_boot_time']}")
-        if st.get("containers"):
-            click.echo(f"  container options: {st['containers']}")
+        for key, label in FACTS:
+            if st.get(key):
+                click.echo(f"  {label}: {st[key]}")
         gpu_hdr = "GPUS(fake)" if st["fake_gpus"] else "GPUS"
         click.echo(f"  {'NODE':<14} {'STATE':<12} {'CPUS':>5} {'MEMORY':>8}  {gpu_hdr:<10} {'PORT':>5}  SLURMD  REASON")
         for n in st["nodes"]:

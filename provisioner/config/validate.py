@@ -290,9 +290,16 @@ def _parsed(p: "_Problems", where: str, raw: Dict, key: str, parse, default):
         return default
 
 
-def _mappings(p: "_Problems", items: List[Any], prefix: str, expect: str, keys) -> Iterator[Tuple[int, str, Dict]]:
+def _mappings(p: "_Problems", items: List[Any], prefix: str, expect: str, keys,
+              listing: str = "") -> Iterator[Tuple[int, str, Dict]]:
     """(index, "prefix[i]", entry) for each entry of a YAML list that is a mapping; entries
-    that are not, and unknown keys, are reported."""
+    that are not, and unknown keys, are reported. With ``listing`` (what the list holds) an
+    absent list is empty and anything but a list is reported."""
+    if listing and items is None:
+        return
+    if listing and not isinstance(items, list):
+        p.add(prefix, f"expected a list of {listing}")
+        return
     for i, entry in enumerate(items):
         where = f"{prefix}[{i}]"
         if not isinstance(entry, dict):
@@ -406,13 +413,8 @@ def _options(p: _Problems, where: str, raw: Any, allowed: Tuple[str, ...]) -> Op
 
 
 def _validate_qos(p: _Problems, raw: Any) -> List[QosSpec]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        p.add("qos", "expected a list of QoS (name, priority, preempt ...)")
-        return []
     result: List[QosSpec] = []
-    for i, where, q in _mappings(p, raw, "qos", "'name'", QOS_KEYS):
+    for i, where, q in _mappings(p, raw, "qos", "'name'", QOS_KEYS, "QoS (name, priority, preempt ...)"):
         name = str(q.get("name", "")).lower()
         if not TOKEN_RE.match(name):
             p.add(f"{where}.name", f"{q.get('name')!r} is not a valid QoS name")
@@ -447,14 +449,9 @@ QOS_LIMITS = ("Description", "GrpJobs", "GrpSubmitJobs", "GrpTRES", "GrpTRESMins
 
 
 def _validate_accounts(p: _Problems, raw: Any, qos_names: set) -> List[AccountSpec]:
-    if raw is None:
-        return []
-    if not isinstance(raw, list):
-        p.add("accounts", "expected a list of accounts (name, users, fairshare ...)")
-        return []
     result: List[AccountSpec] = []
     allowed_qos = qos_names | {"normal"}
-    for i, where, a in _mappings(p, raw, "accounts", "'name'", ACCOUNT_KEYS):
+    for i, where, a in _mappings(p, raw, "accounts", "'name'", ACCOUNT_KEYS, "accounts (name, users, fairshare ...)"):
         # Slurm keeps account names in lower case (sacctmgr lowers them), and so do we.
         name = str(a.get("name", "")).lower()
         if not TOKEN_RE.match(name) or name == "root":

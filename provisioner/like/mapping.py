@@ -15,6 +15,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 from provisioner.config.parse import MAX_GPU_ID
 from provisioner.config.validate import MAX_NODES, NODE_OPTIONS, NODE_RE, PARTITION_RE, TOKEN_RE
 from provisioner.like import keys, scale
+from provisioner.like.specfile import node_entry
 from provisioner.config import hostlist
 from provisioner.like.gres import GresConf
 from provisioner.like.reader import ConfFile, ConfLine, LikeError, Where
@@ -25,6 +26,16 @@ NODE_NAME_RULE = ("simcluster node names are lowercase letters, digits and '-', 
 # Fake GPUs are numbered 0..MAX_GPU_ID across the whole cluster.
 MAX_FAKE_GPUS = MAX_GPU_ID + 1
 _SLURM_WORDS = ("INFINITE", "UNLIMITED")
+
+
+def _line_name(line: ConfLine, key: str, what: str, fix: str) -> str:
+    """The name a NodeName/PartitionName line gives; LikeError where it gives none. ("NodeName=
+    CPUs=8": Slurm takes the word after the blanks as the value, a node named "CPUs=8".)"""
+    head = line.head.strip()
+    if not head or re.match(r"[A-Za-z0-9_.]+=", head):
+        raise LikeError(f"{line.where}: {key} line has no name"
+                        + (f" (Slurm would name the {what} '{head}')" if head else ""), fix)
+    return head
 
 
 @dataclass
@@ -140,12 +151,7 @@ class _Mapper:
 
     # ------------------------------------------------------------------ nodes
     def _node_line(self, line: ConfLine) -> None:
-        head = line.head.strip()
-        if not head or re.match(r"[A-Za-z0-9_.]+=", head):
-            # "NodeName= CPUs=8": Slurm takes the word after the blanks as the value, a node named "CPUs=8".
-            raise LikeError(f"{line.where}: NodeName line has no name"
-                            + (f" (Slurm would name the node '{head}')" if head else ""),
-                            "write NodeName=node[1-4] ...")
+        head = _line_name(line, "NodeName", "node", "write NodeName=node[1-4] ...")
         values = self._node_options(line)
         state = next((v for k, v in line.pairs[1:] if k.lower() == "state"), None)
         if head.upper() == "DEFAULT":
@@ -303,11 +309,7 @@ class _Mapper:
 
     # ------------------------------------------------------------ partitions
     def _partition_line(self, line: ConfLine) -> None:
-        head = line.head.strip()
-        if not head or re.match(r"[A-Za-z0-9_.]+=", head):
-            raise LikeError(f"{line.where}: PartitionName line has no name"
-                            + (f" (Slurm would name the partition '{head}')" if head else ""),
-                            "write PartitionName=gpu Nodes=...")
+        head = _line_name(line, "PartitionName", "partition", "write PartitionName=gpu Nodes=...")
         values = self._options(line, keys.PARTITION_KEEP, keys.PARTITION_ALIASES, keys.PARTITION_DROP,
                                "PartitionName")
         if head.upper() == "DEFAULT":
@@ -557,22 +559,8 @@ def to_raw(parsed: Parsed, keep: List[str], ids: Dict[str, List[int]], fake: boo
     nodes = []
     for name in keep:
         n = parsed.nodes[name]
-        entry: Dict[str, Any] = {"name": name}
-        if name in ids:
-            entry["gpus"] = ids[name]
-        if n.cpus is not None:
-            entry["cpus"] = n.cpus
-        if n.memory is not None:
-            entry["memory"] = n.memory
-        if n.port is not None:
-            entry["port"] = n.port
-        if n.gpu_type and name in ids:
-            entry["gpuType"] = n.gpu_type
-        if n.features:
-            entry["features"] = list(n.features)
-        if n.options:
-            entry["options"] = dict(n.options)
-        nodes.append(entry)
+        nodes.append(node_entry(name, ids.get(name), n.cpus, n.memory, n.port, n.gpu_type if name in ids else None,
+                                None, n.features, n.options))
     partitions = []
     for p in parsed.partitions:
         entry = {"name": p.name, "nodes": "ALL" if p.all_nodes and not scaled else [n for n in p.nodes if n in kept],

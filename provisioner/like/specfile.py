@@ -4,7 +4,25 @@ from __future__ import annotations
 
 import yaml
 
+from typing import Any, Dict, List, Optional, Sequence, Tuple
+
 from provisioner.config.types import API_VERSION, KIND, ClusterSpec
+
+
+def node_entry(name: str, gpus: Optional[List[int]] = None, cpus: Optional[int] = None, memory: Optional[int] = None,
+               port: Optional[int] = None, gpu_type: Optional[str] = None, gpu_model: Optional[str] = None,
+               features: Sequence[str] = (), options: Sequence[Tuple[str, str]] = ()) -> Dict[str, Any]:
+    """One node of a raw spec, in its YAML keys; a key without a value (None, no type, no
+    features) is left out, as the spec's defaults then apply."""
+    entry: Dict[str, Any] = {"name": name}
+    for key, value in (("gpus", gpus), ("cpus", cpus), ("memory", memory), ("port", port)):
+        if value is not None:
+            entry[key] = value
+    for key, value in (("gpuType", gpu_type), ("gpuModel", gpu_model), ("features", list(features)),
+                       ("options", dict(options))):
+        if value:
+            entry[key] = value
+    return entry
 
 
 def spec_yaml(spec: ClusterSpec, source: str) -> str:
@@ -14,24 +32,8 @@ def spec_yaml(spec: ClusterSpec, source: str) -> str:
         raw["accounting"] = True
     if spec.fake_gpus:
         raw["fakeGpus"] = True
-    nodes = []
-    for n in spec.nodes:
-        entry = {"name": n.name}
-        if n.gpus:
-            entry["gpus"] = list(n.gpus)
-        entry.update(cpus=n.cpus, memory=n.memory)
-        if n.port is not None:
-            entry["port"] = n.port
-        if n.gpu_type:
-            entry["gpuType"] = n.gpu_type
-        if n.gpu_model:
-            entry["gpuModel"] = n.gpu_model
-        if n.features:
-            entry["features"] = list(n.features)
-        if n.options:
-            entry["options"] = dict(n.options)
-        nodes.append(entry)
-    raw["nodes"] = nodes
+    raw["nodes"] = [node_entry(n.name, list(n.gpus) or None, n.cpus, n.memory, n.port, n.gpu_type, n.gpu_model,
+                               n.features, n.options) for n in spec.nodes]
     parts = []
     for p in spec.partitions:
         entry = {"name": p.name, "nodes": list(p.nodes), "default": p.default, "maxTime": p.max_time}
