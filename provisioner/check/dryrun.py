@@ -29,7 +29,8 @@ from provisioner.check.fit import ask_of, describe as describe_cluster, fits_nod
 from provisioner.check.launch import classify
 from provisioner.check.mirror import Target, dry_run_spec
 from provisioner.check.parse import parse_script
-from provisioner.check.rules import ERROR, WARNING, Finding, LOOPBACK_RE, context_of
+from provisioner.check.rules import context_of
+from provisioner.check.rules.core import ERROR, LOOPBACK_RE, WARNING, Finding
 from provisioner.check.shape import Shape, shape_of
 from provisioner.cluster.model.state import simcluster_home
 from provisioner.cluster.model.wait import WaitTimeout, poll_until

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
 from provisioner.check.parse import _SHORT, HeaderOpt, Script
-from provisioner.check.rules import ERROR, WARNING, Edit, Finding, fix_text
+from provisioner.check.rules.core import ERROR, WARNING, Edit, Finding, fix_text
 from provisioner.check.shape import mem_mb, number, shape_of
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 

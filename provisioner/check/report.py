@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
 from provisioner.check.parse import parse_script
-from provisioner.check.rules import ERROR, NOTE, WARNING, Finding, check_script
+from provisioner.check.rules import check_script
+from provisioner.check.rules.core import ERROR, NOTE, WARNING, Finding
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
 

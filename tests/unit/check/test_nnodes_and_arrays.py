@@ -11,7 +11,8 @@ import pytest
 
 from provisioner.check.parse import parse_script
 from provisioner.check.report import check_text
-from provisioner.check.rules import ERROR, apply_edits, check_script
+from provisioner.check.rules import apply_edits, check_script
+from provisioner.check.rules.core import ERROR
 
 HEAD = "#!/bin/bash\n#SBATCH --nodes={nodes}\n#SBATCH --ntasks-per-node=1\n#SBATCH --gres=gpu:4\n#SBATCH --exclusive\n"
 HEAD_LINES = 5

@@ -10,7 +10,7 @@ import json
 from click.testing import CliRunner
 
 from provisioner.check.report import check_text, exit_code, summary
-from provisioner.check.rules import ERROR, NOTE, WARNING
+from provisioner.check.rules.core import ERROR, NOTE, WARNING
 from provisioner.cli.main import cli
 
 HEAD = "#!/bin/bash\n#SBATCH --nodes=2\n#SBATCH --ntasks-per-node={tpn}\n#SBATCH --gres=gpu:{gpus}\n#SBATCH --exclusive\n"
