@@ -128,8 +128,8 @@ RULES: List[Rule] = []
 
 
 def rule(rule_id: str, level: str, title: str):
-    """Register the decorated function as rule ``rule_id``; ``level`` is the highest it
-    reports, ``title`` what docs/check.md and --list say of it."""
+    """Register the decorated function as rule ``rule_id``: ``level`` is the highest level it
+    reports, ``title`` one line on what it catches (docs/check.md explains each rule)."""
     def register(func: Callable[[Context], Iterator[Finding]]):
         RULES.append(Rule(rule_id, level, func, title))
         return func

@@ -21,10 +21,3 @@ def rule_late_sbatch(ctx: Context) -> Iterator[Finding]:
             f"#SBATCH --{opt.key} comes after the first command: sbatch ignores it",
             f"{text.strip()}   # move it up, after line {last_header}", edits=edits)
 
-
-@dataclass(frozen=True)
-class Rule:
-    id: str
-    level: str  # the highest level it reports
-    func: Callable[[Context], Iterator[Finding]]
-    title: str
