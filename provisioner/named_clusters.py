@@ -19,8 +19,8 @@ from typing import Callable, Dict, Iterator, List, Optional
 
 from provisioner.cluster.faults.registry import FAULTS, Fault, fault_named
 from provisioner.cluster.lifecycle import create as lifecycle
-from provisioner.cluster.model.provider import Orphans, machines_running
 from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.model.provider import Orphans, machines_running
 from provisioner.cluster.model.state import ClusterState, all_states, locked
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import ClusterConflict, ClusterNotFound, SimclusterError, UsageError

@@ -22,9 +22,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
-from provisioner.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
 from provisioner.config import nodelines
 from provisioner.config.types import ClusterSpec
+from provisioner.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
 from provisioner.paths import templates_dir
 
 if TYPE_CHECKING:

@@ -39,11 +39,11 @@ from typing import Dict, List, Optional, Tuple
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from provisioner.cluster.services import daemons  # noqa: E402
-from provisioner.cluster.model.handle import Cluster  # noqa: E402
-from provisioner.named_clusters import load  # noqa: E402
-from provisioner.cluster.model.command_runner import find_binary  # noqa: E402
 from provisioner.cluster.lifecycle.steps import steps_for  # noqa: E402
+from provisioner.cluster.model.command_runner import find_binary  # noqa: E402
+from provisioner.cluster.model.handle import Cluster  # noqa: E402
+from provisioner.cluster.services import daemons  # noqa: E402
+from provisioner.named_clusters import load  # noqa: E402
 from provisioner.providers.local import names  # noqa: E402
 from provisioner.providers.local.processes import cluster_pids, terminate  # noqa: E402
 import figures  # noqa: E402  (scripts/figures.py: the quotes of other pages' figures)

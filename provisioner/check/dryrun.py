@@ -34,10 +34,10 @@ from provisioner.check.rules.core import ERROR, LOOPBACK_RE, WARNING, Finding
 from provisioner.check.shape import Shape, shape_of
 from provisioner.cluster.model.state import simcluster_home
 from provisioner.cluster.model.wait import WaitTimeout, poll_until
-from provisioner.named_clusters import down, load, up
 from provisioner.config import load_spec
 from provisioner.config.overrides import spec_overrides
 from provisioner.errors import SimclusterError, UsageError
+from provisioner.named_clusters import down, load, up
 from provisioner.providers import provider_named
 
 TOOLS = ("python", "python3", "torchrun", "deepspeed", "accelerate")

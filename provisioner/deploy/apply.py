@@ -8,8 +8,8 @@ from typing import Callable, Optional
 
 from provisioner.deploy.extravars import build_extravars, deploy_dir
 from provisioner.deploy.inventory import load_inventory
-from provisioner.deploy.preflight import HIDDEN_SSH_REASON, check_reachable, ssh_reason
 from provisioner.deploy.playbook import DeployResult, run_playbook
+from provisioner.deploy.preflight import HIDDEN_SSH_REASON, check_reachable, ssh_reason
 from provisioner.deploy.wheelhouse import TRAINING_REQUIREMENTS, fill_wheelhouse
 from provisioner.errors import SimclusterError
 

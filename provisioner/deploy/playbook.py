@@ -12,7 +12,7 @@ import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from provisioner.errors import PrerequisiteError
 from provisioner.paths import PLAYBOOK_DIR

@@ -12,14 +12,14 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
+from provisioner.config import hostlist
 from provisioner.config.parse import MAX_GPU_ID
 from provisioner.config.validate import MAX_NODES, NODE_OPTIONS, NODE_RE, PARTITION_RE, TOKEN_RE
 from provisioner.like import keys, scale
-from provisioner.like.specfile import node_entry
-from provisioner.config import hostlist
 from provisioner.like.gres import GresConf
 from provisioner.like.reader import ConfFile, ConfLine, LikeError, Where
 from provisioner.like.report import Report
+from provisioner.like.specfile import node_entry
 
 NODE_NAME_RULE = ("simcluster node names are lowercase letters, digits and '-', starting with a letter, "
                   "at most 40: they become host names, directory names and gres device names here")

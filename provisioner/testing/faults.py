@@ -15,8 +15,8 @@ from typing import Dict, List, Optional
 
 from provisioner.cluster.faults.registry import FAULTS, JOB, Fault, fault_named
 from provisioner.cluster.model.wait import nodes_ready
-from provisioner.named_clusters import Injector, load
 from provisioner.errors import ClusterNotFound, StartupError
+from provisioner.named_clusters import Injector, load
 from provisioner.testing.handle import SlurmCluster
 
 

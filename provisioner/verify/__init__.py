@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, List, Optional
 
+from provisioner.verify.check_runner import CheckResult, run_checks
 from provisioner.verify.context import WORKLOADS_DIR, VerifyContext
 from provisioner.verify.jobs import JobTracker
-from provisioner.verify.check_runner import CheckResult, run_checks
 from provisioner.verify.suites import SUITES, checks_for, parse_suites
 from provisioner.verify.targets import VerifyTarget, target_for
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence
 
 from provisioner.cluster.model.jobfiles import JobFiles
-from provisioner.config.types import ClusterSpec
 from provisioner.cluster.model.slurm import SlurmClient, SlurmError
+from provisioner.config.types import ClusterSpec
 from provisioner.verify.jobs import JobError, JobTracker
 
 if TYPE_CHECKING:

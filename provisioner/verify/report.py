@@ -8,8 +8,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Dict, List, Optional, TextIO
 
-from provisioner.verify.outcome import FAIL, PASS, SKIP
 from provisioner.verify.check_runner import CheckResult
+from provisioner.verify.outcome import FAIL, PASS, SKIP
 
 WIDTH = 24  # check-name column
 

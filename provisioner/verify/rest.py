@@ -12,8 +12,8 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Optional, Tuple
 
-from provisioner.cluster.services import rest
 from provisioner.cluster.model.wait import WaitTimeout, poll_until
+from provisioner.cluster.services import rest
 from provisioner.verify.context import VerifyContext
 from provisioner.verify.outcome import CheckFailed, Outcome
 

@@ -12,11 +12,11 @@ import json
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional
 
-from provisioner.cluster.model.provider import NodeProcesses
 from provisioner.cluster.model.command_runner import Runner
+from provisioner.cluster.model.jobfiles import JobFiles
+from provisioner.cluster.model.provider import NodeProcesses
 from provisioner.cluster.model.slurm import SlurmClient
 from provisioner.config.types import ClusterSpec
-from provisioner.cluster.model.jobfiles import JobFiles
 from provisioner.named_clusters import Injector, load
 
 # Importable by the jobs' python, else the training suite is SKIP (probe run once per module).

@@ -10,9 +10,9 @@ import dataclasses
 from types import SimpleNamespace
 from typing import Any, Set
 
+from provisioner.cluster.inspect.status import ClusterStatus, DaemonStatus, NodeStatus
 from provisioner.cluster.services import accounting
 from provisioner.cluster.services import rest
-from provisioner.cluster.inspect.status import ClusterStatus, DaemonStatus, NodeStatus
 
 
 def key_paths(value: Any, prefix: str = "") -> Set[str]:

@@ -20,11 +20,11 @@ from typing import Dict, List
 
 import pytest
 
-from provisioner.verify.accounting import check_accounting
+from provisioner.cluster.model.state import ClusterState
 from provisioner.named_clusters import load
 from provisioner.paths import ClusterLayout
 from provisioner.providers.local.processes import cluster_pids
-from provisioner.cluster.model.state import ClusterState
+from provisioner.verify.accounting import check_accounting
 from tests.conftest import REPO, TEST_HOME_ROOT, Cluster, daemons_under, run_cli
 from tests.integration.test_rootless import _as_user, unprivileged_user  # noqa: F401 (a fixture)
 

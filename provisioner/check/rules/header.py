@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Iterator
 
 from provisioner.check.rules.core import WARNING, Context, Edit, Finding, rule
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import List, Sequence, Tuple
 
 from provisioner import __version__
-from provisioner.cluster.services import accounting
-from provisioner.cluster.model.provider import ExtraLogs, ReadOnly
 from provisioner.cluster.model.handle import Cluster, log_name
+from provisioner.cluster.model.provider import ExtraLogs, ReadOnly
+from provisioner.cluster.services import accounting
 from provisioner.render import SECRET_FILES, redact_secrets
 
 # Secrets never leave the machine: munge's key and the JWT key of --rest clusters.

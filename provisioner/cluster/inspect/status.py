@@ -12,13 +12,13 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Dict, List, Optional
 
-from provisioner.cluster.services import accounting
-from provisioner.cluster.services import rest
-from provisioner.cluster.model.provider import ReadOnly, machines_running
+from provisioner.cluster.faults.registry import node_problems
+from provisioner.cluster.lifecycle.repair import hung_nodes
 from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.model.placement import CONTROLLER
-from provisioner.cluster.lifecycle.repair import hung_nodes
-from provisioner.cluster.faults.registry import node_problems
+from provisioner.cluster.model.provider import ReadOnly, machines_running
+from provisioner.cluster.services import accounting
+from provisioner.cluster.services import rest
 
 
 @dataclass

@@ -26,11 +26,11 @@ import socket
 import time
 from typing import TYPE_CHECKING, Callable, List
 
-from provisioner.cluster.model.provider import Stoppable, machines_running
-from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.lifecycle.repair import paused_nodes, repair, unpause
-from provisioner.cluster.model.state import ClusterState
 from provisioner.cluster.lifecycle.steps import UpRun, run_steps
+from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.model.provider import Stoppable, machines_running
+from provisioner.cluster.model.state import ClusterState
 from provisioner.cluster.model.wait import WaitTimeout, poll_until
 from provisioner.config.types import ClusterSpec
 from provisioner.paths import ClusterLayout, state_dir_mode

@@ -15,15 +15,15 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Tuple
 
+from provisioner.cluster.lifecycle import steps
+from provisioner.cluster.lifecycle.steps import UpRun
+from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.model.provider import machines_running
+from provisioner.cluster.model.slurm import NodeState, parse_oneliner
+from provisioner.cluster.model.wait import WaitTimeout, nodes_ready, poll_until
 from provisioner.cluster.services import accounting
 from provisioner.cluster.services import daemons
 from provisioner.cluster.services import rest
-from provisioner.cluster.lifecycle import steps
-from provisioner.cluster.model.handle import Cluster
-from provisioner.cluster.model.slurm import NodeState, parse_oneliner
-from provisioner.cluster.lifecycle.steps import UpRun
-from provisioner.cluster.model.wait import WaitTimeout, nodes_ready, poll_until
 from provisioner.render import TIMEOUTS
 
 

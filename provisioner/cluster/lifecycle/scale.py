@@ -25,18 +25,17 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass, replace
-from typing import Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, List, Optional, Sequence, Tuple
 
-from provisioner.cluster.services import fakegpus
 from provisioner.cluster.lifecycle import steps
-from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.lifecycle.create import is_running, terminate
+from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.model.poll import WaitTimeout, poll_until
 from provisioner.cluster.model.provider import Scalable
-from provisioner.cluster.model.state import ClusterState
+from provisioner.cluster.services import fakegpus
+from provisioner.config import hostlist
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.errors import StartupError, UsageError
-from provisioner.config import hostlist
 from provisioner.progress import Progress
 from provisioner.render import SECRET_FILES, render_all, write_files
 

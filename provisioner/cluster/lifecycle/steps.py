@@ -14,14 +14,14 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Callable, Dict, List, Optional, Tuple
 
+from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.model.placement import CONTROLLER
+from provisioner.cluster.model.provider import BootsDaemons
+from provisioner.cluster.model.state import ClusterState
+from provisioner.cluster.model.wait import nodes_ready
 from provisioner.cluster.services import accounting
 from provisioner.cluster.services import daemons
 from provisioner.cluster.services import rest
-from provisioner.cluster.model.provider import BootsDaemons
-from provisioner.cluster.model.handle import Cluster
-from provisioner.cluster.model.placement import CONTROLLER
-from provisioner.cluster.model.state import ClusterState
-from provisioner.cluster.model.wait import nodes_ready
 from provisioner.render import render_all, write_files
 
 

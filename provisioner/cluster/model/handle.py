@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Dict, List, Optional
 
+from provisioner.cluster.model.command_runner import Runner
 from provisioner.cluster.model.placement import CONTROLLER, Placement
 from provisioner.cluster.model.provider import Provider, ReadOnly
-from provisioner.cluster.model.command_runner import Runner
 from provisioner.cluster.model.slurm import SlurmClient
 from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec

@@ -14,9 +14,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from provisioner.nodepaths import NodePaths
 from provisioner.cluster.model.command_runner import descendant_pid
-from provisioner.cluster.model.state import ClusterState
+from provisioner.nodepaths import NodePaths
 from provisioner.render import RenderInputs
 
 CONTROLLER = "controller"  # the runner key of the controller; nodes are keyed by their names

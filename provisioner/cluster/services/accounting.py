@@ -17,12 +17,12 @@ import secrets
 import shlex
 from typing import Dict, Iterable, List, Optional, Tuple
 
+from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.model.wait import WaitStrategy, daemons_guard
 from provisioner.cluster.services import daemons
 from provisioner.cluster.services.accounting_sql import (ACCOUNT, BOOTSTRAP_OPTIONS, DB_NAME, DB_USER, SERVER_OPTIONS,  # noqa: F401
                                                  SQL_DIRS, SYSTEM_TABLES_SQL, SYSTEM_TABLES_SQL_11, bootstrap_sql, refused,
                                                  register_commands)
-from provisioner.cluster.model.handle import Cluster
-from provisioner.cluster.model.wait import WaitStrategy, daemons_guard
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import StartupError
 from provisioner.render import AccountingInputs

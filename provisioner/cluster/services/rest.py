@@ -21,8 +21,8 @@ import shlex
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Tuple
 
-from provisioner.cluster.services import daemons
 from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.services import daemons
 from provisioner.errors import StartupError
 
 JWT_KEY_FILE = "jwt_hs256.key"  # beside slurm.conf (NodePaths.jwt_key)

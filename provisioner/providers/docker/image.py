@@ -23,7 +23,7 @@ import sys
 import tempfile
 from importlib.metadata import requires
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Dict, List, Optional
 
 from provisioner import __version__
 from provisioner.config.versions import DEFAULT_SLURM, SLURM_SUITES
@@ -31,8 +31,8 @@ from docker.errors import DockerException, ImageNotFound
 
 from provisioner.errors import PrerequisiteError, SimclusterError
 from provisioner.paths import DATA_DIR, DOCKER_CONTEXT_DIR
-from provisioner.providers.docker.engine import DockerError, client, explain, require_engine
 from provisioner.progress import Progress
+from provisioner.providers.docker.engine import DockerError, client, explain, require_engine
 
 IMAGE_REPO = "simcluster/node"
 OFFLINE_BASE = "simcluster/base:bookworm"

@@ -40,16 +40,16 @@ from typing import Dict, List, Optional
 from docker.errors import DockerException, NotFound
 from docker.types import DeviceRequest, Mount
 
-from provisioner.cluster.services import fakegpus
-from provisioner.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
-from provisioner.cluster.model.placement import CONTROLLER, Placement
-from provisioner.cluster.model.state import ClusterState
 from provisioner.cluster.lifecycle.steps import Boot
-from provisioner.config.types import ClusterSpec
-from provisioner.errors import UsageError
-from provisioner.paths import ClusterLayout
+from provisioner.cluster.model.placement import CONTROLLER, Placement
 from provisioner.cluster.model.provider import (BootsDaemons, ExtraLogs, Machines, NodeProcesses, Orphans, Pausable,
                                                 Provider, Scalable, Stoppable)
+from provisioner.cluster.model.state import ClusterState
+from provisioner.cluster.services import fakegpus
+from provisioner.config.types import ClusterSpec
+from provisioner.errors import UsageError
+from provisioner.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
+from provisioner.paths import ClusterLayout
 from provisioner.progress import Progress
 from provisioner.providers.docker import engine, image
 from provisioner.providers.docker.engine import (LABEL_CLUSTER, LABEL_FAKE, LABEL_GPUS, LABEL_NODE, LABEL_ROLE,

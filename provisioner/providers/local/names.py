@@ -33,9 +33,9 @@ import tempfile
 from pathlib import Path
 from typing import Dict, Iterable, List, Optional, Sequence, Tuple
 
-from provisioner.cluster.model.placement import NODE_TOKEN
 from provisioner.cluster.model.command_runner import descendant_pid as daemon_pid  # the slurmd behind namespace_prefix
 from provisioner.cluster.model.command_runner import find_binary
+from provisioner.cluster.model.placement import NODE_TOKEN
 from provisioner.config.types import ClusterSpec
 from provisioner.paths import REPO_ROOT
 

@@ -8,10 +8,10 @@ import stat
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
 
+from provisioner.cluster.model.command_runner import find_binary
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import PrerequisiteError, UsageError
 from provisioner.paths import ClusterLayout
-from provisioner.cluster.model.command_runner import find_binary
 from provisioner.providers.local import names
 from provisioner.providers.local.ports import check_ports_free
 

@@ -16,8 +16,8 @@ import signal
 from pathlib import Path
 from typing import Dict, Iterable, List, Tuple
 
-from provisioner.cluster.model.handle import MARKER_VAR
 from provisioner.cluster.model.command_runner import process_alive as pid_alive
+from provisioner.cluster.model.handle import MARKER_VAR
 from provisioner.cluster.model.wait import WaitTimeout, poll_until
 
 

@@ -20,24 +20,24 @@ import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional, Tuple
 
+from provisioner.cluster.model.command_runner import HostRunner, find_binary
+from provisioner.cluster.model.placement import CONTROLLER, NODE_TOKEN, NodePaths, Placement
+from provisioner.cluster.model.poll import WaitTimeout, poll_until
+from provisioner.cluster.model.provider import Crashable, Machines, NodeProcesses, Provider, Scalable, Stoppable
+from provisioner.cluster.model.slurm import JOB_VARIABLE_PREFIXES
+from provisioner.cluster.model.state import ClusterState, all_states, port_lock, reserved_ports
 from provisioner.cluster.services import accounting
 from provisioner.cluster.services import containers
 from provisioner.cluster.services import fakegpus
-from provisioner.cluster.model.placement import CONTROLLER, NODE_TOKEN, NodePaths, Placement
-from provisioner.cluster.model.poll import WaitTimeout, poll_until
-from provisioner.cluster.model.command_runner import HostRunner, find_binary
-from provisioner.cluster.model.slurm import JOB_VARIABLE_PREFIXES
-from provisioner.cluster.model.state import ClusterState, all_states, port_lock, reserved_ports
 from provisioner.config.types import ClusterSpec
 from provisioner.config.versions import controller_resolves_node_names, host_slurm_version, release_of
 from provisioner.errors import StartupError, UsageError
 from provisioner.paths import ClusterLayout
-from provisioner.cluster.model.provider import Crashable, Machines, NodeProcesses, Provider, Scalable, Stoppable
 from provisioner.progress import Progress
 from provisioner.providers.local import preflight
+from provisioner.providers.local import cgroups, names, network, userns
 from provisioner.providers.local.ports import allocate_ports
 from provisioner.providers.local.processes import cluster_pids, node_pids, terminate
-from provisioner.providers.local import cgroups, names, network, userns
 from provisioner.render import AccountingInputs, RenderInputs, gres_per_node, shape_is_real, write_files
 
 

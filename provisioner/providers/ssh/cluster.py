@@ -14,8 +14,8 @@ from typing import Dict, List, Optional, Tuple
 
 from provisioner.cluster.model.partitions import covering_partitions
 from provisioner.cluster.model.slurm import SlurmClient, parse_oneliner, parse_show_config
-from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.config import hostlist
+from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.errors import SimclusterError
 
 DEFAULT_SLURM_CONF = "/etc/slurm/slurm.conf"

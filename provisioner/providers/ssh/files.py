@@ -19,11 +19,11 @@ import tarfile
 from pathlib import Path
 from typing import List, Optional, Tuple
 
+from provisioner.cluster.model.jobfiles import JobError, JobFiles
 from provisioner.cluster.model.slurm import SlurmClient
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import SimclusterError
 from provisioner.providers.ssh.cluster import node_groups, srun_on_nodes
-from provisioner.cluster.model.jobfiles import JobError, JobFiles
 
 RUN_ROOT = Path("/tmp/simcluster-verify")
 _FOUND = "SIMCLUSTER_FILE "

@@ -16,14 +16,14 @@ import posixpath
 from pathlib import Path
 from typing import Dict, List, Optional
 
+from provisioner.cluster.model.command_runner import Runner
 from provisioner.cluster.model.jobfiles import JobFiles
 from provisioner.cluster.model.placement import CONTROLLER, NodePaths, Placement
-from provisioner.cluster.model.command_runner import Runner
+from provisioner.cluster.model.provider import ExtraLogs, Provider, ReadOnly
 from provisioner.cluster.model.slurm import SlurmClient
 from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
-from provisioner.cluster.model.provider import ExtraLogs, Provider, ReadOnly
 from provisioner.progress import Progress
 from provisioner.providers.ssh.accounting import ACCOUNTING_DAEMONS, pids_alive, rest_url, storage_port
 from provisioner.providers.ssh.cluster import (ControllerUnavailable, _int, node_groups, parse_config,

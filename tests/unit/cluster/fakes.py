@@ -13,14 +13,14 @@ from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Set, Tuple
 
 import pytest
-from provisioner.cluster.model.handle import Cluster
-from provisioner.nodepaths import NodePaths
-from provisioner.cluster.model.placement import Placement
 from provisioner.cluster.model.command_runner import Result, Runner
+from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.model.placement import Placement
+from provisioner.cluster.model.provider import Machines, Provider
 from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec
+from provisioner.nodepaths import NodePaths
 from provisioner.paths import ClusterLayout
-from provisioner.cluster.model.provider import Machines, Provider
 from provisioner.render import RenderInputs, default_ports
 from tests.unit.conftest import spec_from
 

@@ -1,8 +1,8 @@
 """slurm.conf node lines grouped (provisioner/config/nodelines.py): every line expands, as
 Slurm expands it, to exactly the nodes it was made from, in order."""
 
-from provisioner.config.nodelines import host_list, node_lines
 from provisioner.config.hostlist import expand
+from provisioner.config.nodelines import host_list, node_lines
 
 
 def node(i, **kw):

@@ -17,8 +17,8 @@ import pytest
 from provisioner import paths
 from provisioner import named_clusters
 from provisioner.cluster.model import command_runner as runner_mod
-from provisioner.cluster.services.accounting import spec_commands
 from provisioner.cluster.model.state import ClusterState, locked
+from provisioner.cluster.services.accounting import spec_commands
 from provisioner.config.overrides import spec_overrides
 from provisioner.errors import ClusterNotFound, ConfigError, UsageError
 from provisioner.paths import ClusterLayout

@@ -18,8 +18,8 @@ from typing import Dict, List
 
 import pytest
 
-from provisioner.config.validate import TOKEN_RE
 from provisioner.config import hostlist
+from provisioner.config.validate import TOKEN_RE
 from provisioner.like.mapping import _Mapper, parse_conf
 from provisioner.like.reader import LikeError, Where, read_conf
 from provisioner.like.report import Report

@@ -12,17 +12,17 @@ from types import SimpleNamespace
 
 import pytest
 
+from provisioner.cluster.model.jobfiles import HostDirFiles
+from provisioner.cluster.model.partitions import covering_partitions
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.errors import UsageError
 from provisioner.verify import training
-from provisioner.cluster.model.partitions import covering_partitions
 from provisioner.verify.basic import parse_kv, training_partition
+from provisioner.verify.check_runner import Check, run_one
 from provisioner.verify.jobs import first_error
 from provisioner.verify.outcome import FAIL, PASS, SKIP, CheckFailed, CheckSkipped, Outcome
 from provisioner.verify.report import failure_block, live_line, summary_table, suite_seconds, to_json, write_junit
-from provisioner.verify.check_runner import Check, run_one
 from provisioner.verify.suites import CHECKS, checks_for, parse_suites
-from provisioner.cluster.model.jobfiles import HostDirFiles
 
 
 def spec(nodes=2, parts=None) -> ClusterSpec:

@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 
 from provisioner.cluster.model.command_runner import HostRunner
+from provisioner.cluster.model.jobfiles import HostDirFiles
 from provisioner.cluster.model.slurm import SlurmClient
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
-from provisioner.cluster.model.jobfiles import HostDirFiles
 from provisioner.verify.targets import VerifyTarget, _parse_probe
 
 

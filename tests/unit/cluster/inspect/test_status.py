@@ -4,8 +4,8 @@ answers (tests/unit/cluster/fakes.py); no daemon runs."""
 
 from __future__ import annotations
 
-from provisioner.cluster.model.slurm import SINFO_NODE_ARGS
 from provisioner.cluster.inspect.status import cluster_status
+from provisioner.cluster.model.slurm import SINFO_NODE_ARGS
 from tests.unit.cluster.fakes import home  # noqa: F401 (fixture)
 from tests.unit.cluster.fakes import FakeMachinesProvider, FakeProvider, ScriptedRunner, make_cluster
 

@@ -11,8 +11,8 @@ from types import SimpleNamespace
 import pytest
 
 from provisioner.cluster.lifecycle import steps
-from provisioner.cluster.model.state import ClusterState
 from provisioner.cluster.lifecycle.steps import STEPS, Step, UpRun, run_steps, steps_for
+from provisioner.cluster.model.state import ClusterState
 from tests.unit.cluster.fakes import FakeProvider, home, make_cluster  # noqa: F401 (fixture)
 
 BASE = ["configs", "munged", "slurmctld", "slurmd", "ready"]

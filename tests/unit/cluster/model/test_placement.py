@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.cluster.lifecycle.steps import UpRun, write_configs
 from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.model.handle import load_placement
 from provisioner.cluster.model.placement import Placement
 from provisioner.cluster.model.state import STATE_VERSION, ClusterState
-from provisioner.cluster.lifecycle.steps import UpRun, write_configs
 from provisioner.paths import ClusterLayout
 from provisioner.providers.docker.provider import CONTAINER_PATHS, DockerProvider
 from provisioner.providers.local import names

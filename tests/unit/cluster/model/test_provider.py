@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 
 from provisioner.cluster.model.provider import CAPABILITIES, Machines, NodeProcesses, machines_running, node_pids
+from provisioner.cluster.model.provider import Provider
 from provisioner.cluster.model.state import ClusterState
 from provisioner.config import load_spec
-from provisioner.errors import ConfigError, UsageError
 from provisioner.config.types import BACKENDS, READ_ONLY_BACKENDS
+from provisioner.errors import ConfigError, UsageError
 from provisioner.providers import PROVIDERS, provider_class, provider_named
-from provisioner.cluster.model.provider import Provider
 
 CORE = {"provision", "placement", "runner", "delete", "discover"}
 PROVIDERS_DIR = Path(__file__).resolve().parents[3] / "provisioner" / "providers"

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
+from provisioner.cluster.model.state import ClusterState, reserved_ports
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import ConfigError
 from provisioner.paths import ClusterLayout
 from provisioner.render import AccountingInputs, redact_secrets, render_all, write_files
-from provisioner.cluster.model.state import ClusterState, reserved_ports
 from tests.unit.conftest import fixed_inputs, spec_from
 
 

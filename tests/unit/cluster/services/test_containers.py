@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 from provisioner.cluster.services import containers
-from provisioner.nodepaths import NodePaths
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.errors import UsageError
+from provisioner.nodepaths import NodePaths
 from provisioner.paths import REPO_ROOT, ClusterLayout
 from provisioner.render import RenderInputs, render_all
 

@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from provisioner.cluster.services import oci
-from provisioner.nodepaths import NodePaths
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.errors import UsageError
+from provisioner.nodepaths import NodePaths
 from provisioner.paths import ClusterLayout
 from provisioner.render import RenderInputs, render_all, write_files
 

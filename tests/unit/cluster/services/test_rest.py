@@ -10,13 +10,13 @@ import stat
 import pytest
 
 from provisioner.cluster.services import rest
-from provisioner.nodepaths import NodePaths
+from provisioner.cluster.services.rest import token_user
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
 from provisioner.config.validate import validate
 from provisioner.errors import ConfigError
+from provisioner.nodepaths import NodePaths
 from provisioner.paths import ClusterLayout
 from provisioner.render import AccountingInputs, RenderInputs, render_all
-from provisioner.cluster.services.rest import token_user
 from provisioner.verify.rest import job_request, refused
 
 

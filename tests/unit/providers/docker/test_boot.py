@@ -10,13 +10,13 @@ import subprocess
 import sys
 import time
 
-from provisioner.cluster.services import daemons
+from provisioner.cluster.lifecycle.steps import Boot, boot_plan
 from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.model.placement import CONTROLLER
 from provisioner.cluster.model.state import ClusterState
-from provisioner.cluster.lifecycle.steps import Boot, boot_plan
-from provisioner.providers.docker.provider import CONTROLLER_READY, DockerProvider, boot_script
+from provisioner.cluster.services import daemons
 from provisioner.providers.docker.exec_runner import boot_id
+from provisioner.providers.docker.provider import CONTROLLER_READY, DockerProvider, boot_script
 from tests.unit.conftest import spec_from
 
 

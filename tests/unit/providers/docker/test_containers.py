@@ -8,8 +8,8 @@ from pathlib import Path
 
 from provisioner.paths import ClusterLayout
 from provisioner.providers.docker import images
-from provisioner.providers.docker.provider import containers_note, container_config
 from provisioner.providers.docker.exec_runner import DockerExecRunner
+from provisioner.providers.docker.provider import containers_note, container_config
 from tests.unit.conftest import spec_from
 
 

@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cluster.services import daemons
 from provisioner.cluster.model import command_runner as runner
 from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.model.state import ClusterState
+from provisioner.cluster.services import daemons
 from provisioner.providers.local import names
 from provisioner.providers.local.provider import LocalProvider
 from tests.unit.conftest import spec_from

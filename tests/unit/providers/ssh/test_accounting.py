@@ -4,8 +4,8 @@ files, the ports from slurm.conf and slurmdbd.conf, slurmrestd's URL from the ro
 
 from __future__ import annotations
 
-from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.inspect.status import cluster_status
+from provisioner.cluster.model.handle import Cluster
 from provisioner.providers.ssh.accounting import pids_alive
 from provisioner.providers.ssh.provider import SSHProvider
 from tests.unit.providers.ssh.controller import CONFIG, Controller

@@ -7,10 +7,10 @@ from types import SimpleNamespace
 
 import pytest
 
-from provisioner.cluster.services import accounting
-from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.inspect.logs import export_logs
 from provisioner.cluster.inspect.status import cluster_status
+from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.services import accounting
 from provisioner.providers.ssh.cluster import ControllerUnavailable
 from provisioner.providers.ssh.provider import TRAINING_BIN, SSHProvider
 from provisioner.verify.suites import checks_for
