@@ -113,3 +113,10 @@ def test_heal_refuses_a_stopped_cluster(home):
     c = make_cluster("f8", FakeProvider(), phase="stopped")
     with pytest.raises(UsageError, match="cluster 'f8' is stopped"):
         heal(c)
+
+
+def test_every_fault_is_documented():
+    from provisioner.paths import REPO_ROOT
+    doc = (REPO_ROOT / "docs" / "faults.md").read_text()
+    missing = [f.verb for f in FAULTS if f"fault {f.verb}" not in doc]
+    assert not missing, f"docs/faults.md does not show: {missing} (add a row to its table of fault commands)"
