@@ -11,7 +11,7 @@ hostnames are the node names (and "slurmctld" for the controller), so MASTER_ADD
 /etc/simcluster, and at /etc/slurm where Slurm's commands find them without SLURM_CONF, as
 on a production node; a shared directory at /shared in every container holds job files.
 Nodes with fake GPUs get simcluster's nvidia-smi mounted at /usr/local/bin/nvidia-smi
-(cluster/fakegpus).
+(cluster/services/fakegpus).
 
 Containers and the network are labelled (io.simcluster.cluster=<name>, role, node,
 state-dir), so clusters made by an older simcluster (no state file) are still found and
@@ -194,7 +194,7 @@ def container_config(spec: ClusterSpec, layout: ClusterLayout, image_tag: str, n
             # keyring: docker's default seccomp profile refuses both even with CAP_SYS_ADMIN
             # (checked on this engine). kind's nodes run --privileged for the same reasons.
             config["security_opt"] = ["seccomp=unconfined"] + (["apparmor=unconfined"] if apparmor else [])
-        if gpus and spec.fake_gpus:  # simcluster's nvidia-smi, on every PATH (provisioner/cluster/fakegpus)
+        if gpus and spec.fake_gpus:  # simcluster's nvidia-smi, on every PATH (provisioner/cluster/services/fakegpus)
             config["mounts"].append(Mount(fakegpus.CONTAINER_SHIM, str(fakegpus.shim_path(layout.etc)), type="bind",
                                           read_only=True))
         if gpus and not spec.fake_gpus:  # only this node's GPUs: inside they are 0..n-1

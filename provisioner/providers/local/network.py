@@ -39,11 +39,13 @@ from __future__ import annotations
 
 import hashlib
 import ipaddress
+import json
 import math
 import os
 import random
 import socket
 import subprocess
+import sys
 from dataclasses import dataclass
 from typing import Dict, Iterable, List, Optional, Tuple
 
@@ -536,3 +538,23 @@ def unavailable_reason() -> str:
     if not find_binary("ip"):
         return "no 'ip' program (apt-get install iproute2): nodes share this host's network"
     return ""
+
+
+def run_in_namespace(argv: List[str]) -> int:
+    """OP NETWORK_JSON KEYS_JSON, run by userns.call in the holder's namespaces (a rootless
+    cluster): this module's function, its printed result, or one error line."""
+    op, net, keys = argv[0], Network.from_dict(json.loads(argv[1])), json.loads(argv[2])
+    try:
+        if op == "create":
+            print(create(net, keys))
+        elif op == "delete_nodes":
+            delete_nodes(net, keys)
+        elif op == "unplug":
+            print(unplug(net, keys[0]))
+        else:
+            print(f"unknown operation {op}", file=sys.stderr)
+            return 2
+    except StartupError as exc:
+        print(exc.message, file=sys.stderr)
+        return 1
+    return 0

@@ -6,7 +6,7 @@ node here. Every node has a loopback address of its own, and node names resolve 
 jobs through the cluster's own hosts file (names.py; no change to the host's /etc/hosts);
 a TaskProlog maps Slurm's node-local GPU index to the node's physical GPU ids (every node
 shares this host's GPUs) and, where the GPUs are fake, puts simcluster's nvidia-smi first
-on jobs' PATH (cluster/fakegpus).
+on jobs' PATH (cluster/services/fakegpus).
 """
 
 from __future__ import annotations

@@ -31,8 +31,8 @@ import subprocess
 import sys
 from typing import List, Optional, Sequence
 
-from provisioner.cluster.poll import WaitTimeout, poll_until
-from provisioner.cluster.runner import HostRunner, Result, find_binary
+from provisioner.cluster.model.poll import WaitTimeout, poll_until
+from provisioner.cluster.model.command_runner import HostRunner, Result, find_binary
 from provisioner.errors import StartupError
 
 HOLDER_PIDFILE = "holder.pid"  # in the network's netns_dir: "<pid> <start time>"
@@ -141,7 +141,9 @@ def call(op: str, net, keys: Sequence[str]) -> str:
     if not pid:
         return "" if op != "unplug" else "False"
     argv = _nsenter(pid, "user", "mount", "net") + [
-        sys.executable, "-c", f"import sys; from {__name__} import _main; sys.exit(_main(sys.argv[1:]))",
+        # network.py's own entry point (it imports this module, never the other way round)
+        sys.executable, "-c", "import sys; from provisioner.providers.local.network import run_in_namespace; "
+        "sys.exit(run_in_namespace(sys.argv[1:]))",
         op, json.dumps(net.to_dict()), json.dumps(list(keys))]
     res = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=120)
     if res.returncode != 0:
@@ -206,25 +208,3 @@ class ClusterNetRunner(HostRunner):
     def listening(self, port: int, addr: str = "127.0.0.1") -> bool:
         # A connect on the cluster's network, by bash's /dev/tcp (no program to install).
         return self.run(["bash", "-c", f"exec 3<>/dev/tcp/{addr}/{int(port)}"], timeout=5).ok
-
-
-def _main(argv: List[str]) -> int:
-    """OP NETWORK_JSON KEYS_JSON, run by call() in the holder's namespaces: network.py's
-    function, its printed result, or one error line."""
-    from provisioner.providers.local import network
-    op, net, keys = argv[0], network.Network.from_dict(json.loads(argv[1])), json.loads(argv[2])
-    try:
-        if op == "create":
-            print(network.create(net, keys))
-        elif op == "delete_nodes":
-            network.delete_nodes(net, keys)
-        elif op == "unplug":
-            print(network.unplug(net, keys[0]))
-        else:
-            print(f"unknown operation {op}", file=sys.stderr)
-            return 2
-    except StartupError as exc:
-        print(exc.message, file=sys.stderr)
-        return 1
-    return 0
-

@@ -48,7 +48,7 @@ echo "export OMPI_MCA_btl_tcp_if_include=${OMPI_MCA_btl_tcp_if_include:-lo}"
 echo "export OMPI_MCA_btl=${OMPI_MCA_btl:-self,tcp}"
 
 # Fake GPUs: simcluster's nvidia-smi (bin/ beside this file, written at `up` only where
-# the GPUs are fake; provisioner/cluster/fakegpus) comes first on PATH. Nodes with real
+# the GPUs are fake; provisioner/cluster/services/fakegpus) comes first on PATH. Nodes with real
 # GPUs have no such file and keep the real one.
 if [ -x "/state/parts/etc/bin/nvidia-smi" ]; then
   case ":$PATH:" in

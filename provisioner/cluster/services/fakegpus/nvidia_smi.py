@@ -2,7 +2,7 @@
 """nvidia-smi for simcluster's fake GPUs: the forms job scripts use, answered from the spec.
 
 `up` copies this file into a fake-GPU cluster's config directory as bin/nvidia-smi
-(provisioner/cluster/fakegpus), beside fake-gpus.json, the nodes' GPU models. Jobs find it
+(provisioner/cluster/services/fakegpus), beside fake-gpus.json, the nodes' GPU models. Jobs find it
 first on PATH (the local backend's TaskProlog; /usr/local/bin/nvidia-smi in docker node
 containers). It runs wherever jobs run, so it needs nothing but Python 3's standard library
 and never imports simcluster.

@@ -1,6 +1,6 @@
 """Fake GPUs' nvidia-smi, the parts around the shim: GPU models by Slurm type
 (provisioner/config/gpus.py), fake-gpus.json and the installed shim
-(provisioner/cluster/fakegpus), where jobs find it (the TaskProlog, docker node
+(provisioner/cluster/services/fakegpus), where jobs find it (the TaskProlog, docker node
 containers). The shim's own answers: test_fakegpus_shim.py."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""SSHRunner's remote command line (providers/ssh/runner.py)."""
+"""SSHRunner's remote command line (providers/ssh/remote_runners.py)."""
 
 from __future__ import annotations
 

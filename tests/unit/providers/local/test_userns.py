@@ -7,8 +7,8 @@ from __future__ import annotations
 import os
 import subprocess
 
-from provisioner.cluster import runner
-from provisioner.cluster.placement import NODE_TOKEN
+from provisioner.cluster.model import command_runner as runner
+from provisioner.cluster.model.placement import NODE_TOKEN
 from provisioner.providers.local import names, network, userns
 
 
