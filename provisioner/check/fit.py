@@ -31,7 +31,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
 
-from provisioner.check.parse import _SHORT, HeaderOpt, Script
+from provisioner.check.options import SHORT_OPTIONS
+
+from provisioner.check.script import HeaderOpt, Script
 from provisioner.check.rules.core import ERROR, WARNING, Edit, Finding, fix_text
 from provisioner.check.shape import mem_mb, number, shape_of
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
@@ -394,7 +396,7 @@ def set_option(line: str, opt: HeaderOpt, value: str) -> Optional[str]:
     """``line`` (an #SBATCH line) with ``opt``'s value replaced by ``value`` (inside the quotes
     it had, if any); None when the option cannot be found there as written."""
     long = "[-_]".join(re.escape(w) for w in opt.key.split("-"))
-    shorts = [s for s, k in _SHORT.items() if k == opt.key]
+    shorts = [s for s, k in SHORT_OPTIONS.items() if k == opt.key]
     v = re.escape(opt.value)
     patterns = [rf"(--{long}(?:=|\s+))([\"']?)({v})\2(?=\s|#|$)"]
     patterns += [rf"((?<![\w-])-{s}(?:=|\s*))([\"']?)({v})\2(?=\s|#|$)" for s in shorts]

@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from typing import Optional
 
-from provisioner.check.parse import Script
+from provisioner.check.script import Script
 
 
 def number(text: Optional[str]) -> Optional[int]:

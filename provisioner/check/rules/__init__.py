@@ -16,8 +16,8 @@ from typing import Dict, List, Optional, Sequence
 
 from provisioner.check.entry import read_entry
 from provisioner.check.launch import classify
-from provisioner.check.parse import Script
-from provisioner.check.rules.core import RULES, Context, Edit, Finding
+from provisioner.check.script import Script
+from provisioner.check.rules.core import Context, Edit, Finding, RULES
 from provisioner.check.shape import shape_of
 # Each family registers its rules (core.RULES) as it is imported.
 from provisioner.check.rules import gpus, header, launchers, nnodes, ranks, rendezvous, signals  # noqa: F401

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from typing import Callable, Iterator, List, Optional, Sequence
 
 from provisioner.check.entry import Entry, read_entry
-from provisioner.check.parse import Command, Script
+from provisioner.check.script import Command, Script
 from provisioner.check.shape import Shape
 
 

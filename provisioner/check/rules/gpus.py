@@ -7,7 +7,7 @@ import os
 import re
 from typing import Iterator, List
 
-from provisioner.check.rules.core import ERROR, NOTE, WARNING, Context, Edit, Finding, fix_text, rule
+from provisioner.check.rules.core import Context, ERROR, Edit, Finding, NOTE, WARNING, fix_text, rule
 from provisioner.check.rules.helpers import (deepspeed_per_node, delete_assignment, int_value, launches, locate,
                                              step_tasks_per_node, tasks_per_node_edit)
 

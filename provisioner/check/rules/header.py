@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Iterator
 
-from provisioner.check.rules.core import WARNING, Context, Edit, Finding, rule
+from provisioner.check.rules.core import Context, Edit, Finding, WARNING, rule
 
 
 @rule("sbatch-after-command", WARNING, "#SBATCH after the first command")

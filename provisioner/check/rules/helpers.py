@@ -6,9 +6,10 @@ from __future__ import annotations
 import re
 from typing import Iterator, List, Optional, Sequence, Tuple
 
-from provisioner.check.launch import classify, Launch
-from provisioner.check.parse import BATCH, Assignment, Command, Part, srun_options
-from provisioner.check.rules.core import PER_TASK_VARS, Context, Edit
+from provisioner.check.launch import Launch, classify
+from provisioner.check.options import srun_options
+from provisioner.check.script import Assignment, BATCH, Command, Part
+from provisioner.check.rules.core import Context, Edit, PER_TASK_VARS
 
 
 def tainted(ctx: Context, part: Part, seq: int, depth: int = 0) -> Optional[Tuple[str, List[Assignment]]]:

@@ -8,9 +8,10 @@ import os
 import re
 from typing import Iterator, Optional
 
-from provisioner.check.launch import classify, Launch, parse_nnodes
-from provisioner.check.parse import BATCH, Command, srun_options
-from provisioner.check.rules.core import ERROR, NOTE, WARNING, Context, Edit, Finding, fix_text, rule
+from provisioner.check.launch import Launch, classify, parse_nnodes
+from provisioner.check.options import srun_options
+from provisioner.check.script import BATCH, Command
+from provisioner.check.rules.core import Context, ERROR, Edit, Finding, NOTE, WARNING, fix_text, rule
 from provisioner.check.rules.helpers import (deepspeed_per_node, indent_of, launches, one_line, prog_text,
                                              step_nodes, step_tasks_per_node, tasks_per_node_edit)
 

@@ -7,10 +7,11 @@ from __future__ import annotations
 import re
 from typing import Dict, Iterator, List, Optional, Tuple
 
-from provisioner.check.launch import classify, Launch, parse_nnodes
-from provisioner.check.parse import (_SRUN_LONG_OPTIONAL, _SRUN_LONG_WITH_ARG, _SRUN_SHORT_WITH_ARG, BATCH, TASK,
-                                     Command, Part, srun_options, Word)
-from provisioner.check.rules.core import ERROR, LOOPBACK_RE, Context, Edit, Finding, fix_text, rule
+from provisioner.check.launch import Launch, classify, parse_nnodes
+from provisioner.check.options import (SRUN_LONG_OPTIONAL, SRUN_LONG_WITH_ARG, SRUN_SHORT_WITH_ARG,
+                                       srun_options)
+from provisioner.check.script import BATCH, Command, Part, TASK, Word
+from provisioner.check.rules.core import Context, ERROR, Edit, Finding, LOOPBACK_RE, fix_text, rule
 from provisioner.check.rules.helpers import WHOLE_VAR, count_value, int_value, is_bash_c, is_c10d, locate, whole_node
 
 
@@ -42,8 +43,8 @@ _NNODES_OPTS = re.compile(r"(?:^|\s)(--nnodes?\b\S*|--standalone\b)")
 def _takes_value(word: str) -> bool:
     """An srun option written apart from the value that follows it (`--container-image $IMAGE`)."""
     if word.startswith("--"):
-        return "=" not in word and word[2:] in _SRUN_LONG_WITH_ARG and word[2:] not in _SRUN_LONG_OPTIONAL
-    return len(word) == 2 and word.startswith("-") and word[1] in _SRUN_SHORT_WITH_ARG
+        return "=" not in word and word[2:] in SRUN_LONG_WITH_ARG and word[2:] not in SRUN_LONG_OPTIONAL
+    return len(word) == 2 and word.startswith("-") and word[1] in SRUN_SHORT_WITH_ARG
 
 
 def _follow_options(ctx: Context, words: List[str], seq: int, stop: int,

@@ -8,8 +8,9 @@ import re
 from typing import Iterator, List, Optional, Sequence
 
 from provisioner.check.launch import classify
-from provisioner.check.parse import BATCH, TASK, Assignment, Command, Part, srun_options
-from provisioner.check.rules.core import ERROR, NOTE, RANK_ENV, WARNING, Context, Edit, Finding, fix_text, rule
+from provisioner.check.options import srun_options
+from provisioner.check.script import Assignment, BATCH, Command, Part, TASK
+from provisioner.check.rules.core import Context, ERROR, Edit, Finding, NOTE, RANK_ENV, WARNING, fix_text, rule
 from provisioner.check.rules.helpers import (delete_assignment, ignores_node_rank, ignores_node_rank_with_vars,
                                              indent_of, is_bash_c, launch_in, launch_with_vars, launches, locate,
                                              only_as_rank_opt, prog_text, rank_opt_value, srun_prefix, step_nodes,

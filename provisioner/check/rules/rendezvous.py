@@ -6,8 +6,8 @@ from __future__ import annotations
 import re
 from typing import Iterator, Sequence, Tuple
 
-from provisioner.check.launch import classify, Launch
-from provisioner.check.parse import BATCH, TASK, Assignment, Command, Word
+from provisioner.check.launch import Launch, classify
+from provisioner.check.script import Assignment, BATCH, Command, TASK, Word
 from provisioner.check.rules.core import (ERROR, LOOPBACK_RE, MASTER_ADDR_FIX, MASTER_PORT_FIX, WARNING, Context,
                                           Edit, Finding, fix_text, rule)
 from provisioner.check.rules.helpers import delete_assignment, indent_of, is_c10d, launches, locate, whole_node

@@ -7,8 +7,8 @@ import re
 from typing import Iterator, List, Optional, Tuple
 
 from provisioner.check.launch import classify
-from provisioner.check.parse import BATCH, TASK, Command
-from provisioner.check.rules.core import ERROR, SIGNALS, WARNING, Context, Edit, Finding, rule
+from provisioner.check.script import BATCH, Command, TASK
+from provisioner.check.rules.core import Context, ERROR, Edit, Finding, SIGNALS, WARNING, rule
 from provisioner.check.rules.helpers import SHORT_STEPS, indent_of, one_line
 
 

@@ -113,7 +113,7 @@ def test_constraint_syntax_errors(expr):
     ("#SBATCH --cpus_per_task=28", "cpus-per-task", "28", "#SBATCH --cpus_per_task=2-00:00:00"),
 ])
 def test_set_option_replaces_the_value_as_written(line, key, value, new):
-    from provisioner.check.parse import HeaderOpt
+    from provisioner.check.script import HeaderOpt
     assert set_option(line, HeaderOpt(key, value, 1, line), "2-00:00:00") == new
 
 

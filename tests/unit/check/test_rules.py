@@ -9,7 +9,9 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from provisioner.check.parse import BATCH, TASK, parse_script
+from provisioner.check.parse import parse_script
+
+from provisioner.check.script import BATCH, TASK
 from provisioner.check.report import check_text, format_finding, shellcheck_path
 from provisioner.check.rules import RULES
 from provisioner.cli.main import cli
