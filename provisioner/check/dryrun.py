@@ -25,7 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
 
-from provisioner.check.fit import ask_of, describe as describe_cluster, fits_node
+from provisioner.check.asks import ask_of
+from provisioner.check.fit import describe as describe_cluster, fits_node
 from provisioner.check.launch import classify
 from provisioner.check.mirror import Target, dry_run_spec
 from provisioner.check.parse import parse_script

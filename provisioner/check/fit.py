@@ -26,394 +26,18 @@ needs). A job with several partitions fits when one of them takes it.
 
 from __future__ import annotations
 
-import math
 import re
-from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Sequence, Set, Tuple
+from typing import Callable, List, Optional, Tuple
 
-from provisioner.check.options import SHORT_OPTIONS
-
-from provisioner.check.script import HeaderOpt, Script
-from provisioner.check.rules.core import ERROR, WARNING, Edit, Finding, fix_text
-from provisioner.check.shape import mem_mb, number, shape_of
+from provisioner.check.access import judge_account, judge_licenses, judge_qos
+from provisioner.check.asks import (INVALID_FEATURE, INVALID_GRES, INVALID_NODE_COUNT, INVALID_PARTITION,
+                                    INVALID_TIME, NODE_CONFIG, Ask, FeatureSyntax, GpuAsk, ask_of, limit_value,
+                                    mem_text, minutes_of, parse_constraint, slurm_seconds)
+from provisioner.check.judge import Judge, node_types, partitions_text, qos_flags
+from provisioner.check.rules.core import ERROR, Finding
+from provisioner.check.script import Script
+from provisioner.check.shape import mem_mb
 from provisioner.config.types import ClusterSpec, NodeSpec, PartitionSpec
-
-SOURCE = "cluster"
-
-# Slurm's own words (slurm_errno.c and sbatch, 22.05) for what it answers.
-INVALID_PARTITION = "Invalid partition name specified"
-INVALID_TIME = "Requested time limit is invalid (missing or exceeds some limit)"
-INVALID_NODE_COUNT = "Node count specification invalid"
-NODE_CONFIG = "Requested node configuration is not available"
-INVALID_FEATURE = "Invalid feature specification"
-INVALID_GRES = "Invalid generic resource (gres) specification"
-INVALID_ACCOUNT = "Invalid account or account/partition combination specified"
-INVALID_QOS = "Invalid qos specification"
-INVALID_LICENSES = "Invalid license specification"
-
-
-# ---------------------------------------------------------------- Slurm values
-
-def slurm_seconds(text: str) -> Optional[int]:
-    """A Slurm time ('60', '1:30:00', '2-00:00:00', 'INFINITE') in seconds; None for no limit.
-    Raises ValueError for text sbatch does not read as a time."""
-    t = text.strip().upper()
-    if t in ("INFINITE", "UNLIMITED", "-1"):
-        return None
-    m = re.fullmatch(r"(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?", t)
-    if not m:
-        raise ValueError(text)
-    days, a, b, c = m.groups()
-    if days is not None:  # days-hours[:minutes[:seconds]]
-        return ((int(days) * 24 + int(a)) * 60 + int(b or 0)) * 60 + int(c or 0)
-    if c is not None:     # hours:minutes:seconds
-        return (int(a) * 60 + int(b)) * 60 + int(c)
-    if b is not None:     # minutes:seconds
-        return int(a) * 60 + int(b)
-    return int(a) * 60    # minutes
-
-
-def _minutes(seconds: int) -> int:
-    """Slurm keeps time limits in whole minutes, rounding seconds up."""
-    return -(-seconds // 60)
-
-
-def mem_text(mb: int) -> str:
-    """Memory as sbatch takes it: '250G' where it is whole gigabytes, else '256000M'."""
-    return f"{mb // 1024}G" if mb % 1024 == 0 and mb >= 1024 else f"{mb}M"
-
-
-def conf_value(spec: ClusterSpec, key: str) -> Optional[str]:
-    """The value a `slurmConf:` line of the spec gives ``key`` (any case; the last one wins)."""
-    value = None
-    for line in spec.slurm_conf_extra:
-        k, _, v = line.partition("=")
-        if k.strip().lower() == key.lower():
-            value = v.strip()
-    return value
-
-
-def _names(value: Optional[str]) -> Optional[List[str]]:
-    """A partition's comma list (AllowAccounts=a,b) in lower case; None when unset or ALL."""
-    if value is None or not value.strip():
-        return None
-    items = [x.strip().lower() for x in value.split(",") if x.strip()]
-    return None if "all" in items else items
-
-
-def _limit(value: Optional[str]) -> Optional[int]:
-    """A partition's node limit (MaxNodes=4, UNLIMITED) as a number; None for none."""
-    if value is None or value.strip().upper() in ("UNLIMITED", "INFINITE", ""):
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        return None
-
-
-# ---------------------------------------------------------------- node features (-C)
-
-class FeatureSyntax(ValueError):
-    """A --constraint Slurm cannot parse."""
-
-
-def parse_constraint(text: str) -> Tuple[Callable[[Set[str]], bool], List[str]]:
-    """A node-feature expression (`ib&h100`, `a100|h100`, `[rack1|rack2]`, `(a|b)&c`, `ib*2`)
-    as a test of one node's features, and the feature names it uses. Matching OR (`[..]`)
-    and counts (`*2`) are read as plain OR and plain names: what one node must offer."""
-    tokens = re.findall(r"[A-Za-z0-9_.+:-]+|\*\d+|[&|,()\[\]]", text)
-    if "".join(tokens) != re.sub(r"\s+", "", text) or not tokens:
-        raise FeatureSyntax(text)
-    pos = 0
-    names: List[str] = []
-
-    def peek() -> Optional[str]:
-        return tokens[pos] if pos < len(tokens) else None
-
-    def expr():
-        nonlocal pos
-        terms = [term()]
-        while peek() == "|":
-            pos += 1
-            terms.append(term())
-        return lambda f: any(t(f) for t in terms)
-
-    def term():
-        nonlocal pos
-        factors = [factor()]
-        while peek() in ("&", ","):
-            pos += 1
-            factors.append(factor())
-        return lambda f: all(x(f) for x in factors)
-
-    def factor():
-        nonlocal pos
-        tok = peek()
-        if tok in ("(", "["):
-            pos += 1
-            inner = expr()
-            if peek() != {"(": ")", "[": "]"}[tok]:
-                raise FeatureSyntax(text)
-            pos += 1
-            if peek() and peek().startswith("*"):
-                pos += 1
-            return inner
-        if tok is None or not re.fullmatch(r"[A-Za-z0-9_.+:-]+", tok):
-            raise FeatureSyntax(text)
-        pos += 1
-        if peek() and peek().startswith("*"):
-            pos += 1
-        names.append(tok)
-        return lambda f, name=tok: name in f
-
-    test = expr()
-    if pos != len(tokens):
-        raise FeatureSyntax(text)
-    return test, names
-
-
-# ---------------------------------------------------------------- what the header asks
-
-@dataclass
-class GpuAsk:
-    type: Optional[str]
-    count: int
-    opt: HeaderOpt
-    per_node: bool  # False: --gpus=N over the whole job, nodes not fixed by the header
-
-
-def _gpu_items(value: str, gres: bool) -> List[Tuple[str, Optional[str], int]]:
-    """(name, type, count) of each entry: --gres 'gpu:h100:2,nvme' / --gpus* 'h100:8', '8'."""
-    out = []
-    for item in value.split(","):
-        fields = [f for f in item.strip().split(":") if f != ""]
-        if not fields:
-            continue
-        name = "gpu"
-        if gres:
-            name = fields.pop(0)
-        count = 1
-        if fields and fields[-1].isdigit():
-            count = int(fields.pop())
-        gtype = fields[0] if fields else None
-        out.append((name, gtype, count))
-    return out
-
-
-@dataclass
-class Ask:
-    """What the header asks of the cluster, each with the #SBATCH line that says it."""
-    partitions: List[str]
-    part_opt: Optional[HeaderOpt]
-    time: Optional[HeaderOpt]
-    nodes_min: int
-    nodes_max: int
-    nodes_opt: Optional[HeaderOpt]
-    nodes_given: bool                 # the header or `check --nodes` fixes the node count
-    gpus: Optional[GpuAsk]
-    other_gres: List[Tuple[str, HeaderOpt]]
-    cpus: Optional[int]               # per node
-    cpus_opt: Optional[HeaderOpt]
-    tasks_per_node: Optional[int]
-    mem: Optional[int]                # MB per node
-    mem_opt: Optional[HeaderOpt]
-    constraint: Optional[HeaderOpt]
-    account: Optional[HeaderOpt]
-    qos: Optional[HeaderOpt]
-
-
-def ask_of(script: Script, nodes: Optional[int] = None) -> Ask:
-    """The header's requests (``nodes``: the node count `sbatch -N` gives, over the header's)."""
-    def o(key: str) -> Optional[HeaderOpt]:
-        # sbatch reads `-C "ib&h100"` as ib&h100: the rules see the value without its quotes
-        found = script.opt(key)
-        if found is None:
-            return None
-        value = found.value.strip()
-        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-            value = value[1:-1]
-        return HeaderOpt(found.key, value, found.line, found.text)
-
-    shape = shape_of(script, nodes)
-    nodes_given = shape.nodes_stated and (nodes is not None or o("nodes") is not None)
-    per_node_opt = o("ntasks-per-node")
-    ntasks = number(o("ntasks").value) if o("ntasks") else None
-    if per_node_opt is not None:
-        tpn = number(per_node_opt.value)
-    elif ntasks:
-        tpn = math.ceil(ntasks / shape.nodes_max) if nodes_given else None
-    else:
-        tpn = 1
-    cpt = number(o("cpus-per-task").value) if o("cpus-per-task") else 1
-    cpt = cpt or 1
-
-    gpus: Optional[GpuAsk] = None
-    other: List[Tuple[str, HeaderOpt]] = []
-    if o("gres"):
-        for name, gtype, count in _gpu_items(o("gres").value, gres=True):
-            if name == "gpu":
-                gpus = GpuAsk(gtype, count, o("gres"), True)
-            elif name.lower() != "none":
-                other.append((name, o("gres")))
-    if o("gpus-per-node"):
-        items = _gpu_items(o("gpus-per-node").value, gres=False)
-        if items:
-            gpus = GpuAsk(items[0][1], items[0][2], o("gpus-per-node"), True)
-    if gpus is None and o("gpus-per-task"):
-        items = _gpu_items(o("gpus-per-task").value, gres=False)
-        if items:
-            gpus = GpuAsk(items[0][1], items[0][2] * (tpn or 1), o("gpus-per-task"), True)
-    if gpus is None and o("gpus"):
-        items = _gpu_items(o("gpus").value, gres=False)
-        if items:
-            total = items[0][2]
-            if nodes_given:
-                gpus = GpuAsk(items[0][1], math.ceil(total / shape.nodes_max), o("gpus"), True)
-            else:
-                gpus = GpuAsk(items[0][1], total, o("gpus"), False)
-
-    cpus, cpus_opt = None, None
-    if o("cpus-per-task") or per_node_opt is not None or (o("ntasks") and nodes_given):
-        cpus = (tpn or 1) * cpt
-        cpus_opt = o("cpus-per-task") if (o("cpus-per-task") and cpt > 1) else (per_node_opt or o("ntasks"))
-    if o("cpus-per-gpu") and gpus is not None and gpus.per_node:
-        by_gpu = (number(o("cpus-per-gpu").value) or 1) * gpus.count
-        if cpus is None or by_gpu > cpus:
-            cpus, cpus_opt = by_gpu, o("cpus-per-gpu")
-
-    mem, mem_opt = None, None
-    if o("mem"):
-        m = mem_mb(o("mem").value)
-        if m:  # --mem=0: all of a node's memory, whatever it is
-            mem, mem_opt = m, o("mem")
-    elif o("mem-per-cpu"):
-        per = mem_mb(o("mem-per-cpu").value)
-        if per:
-            mem, mem_opt = per * (cpus or cpt), o("mem-per-cpu")
-    elif o("mem-per-gpu") and gpus is not None and gpus.per_node:
-        per = mem_mb(o("mem-per-gpu").value)
-        if per:
-            mem, mem_opt = per * gpus.count, o("mem-per-gpu")
-
-    part = o("partition")
-    names = [p.strip() for p in part.value.split(",") if p.strip()] if part else []
-    return Ask(partitions=names, part_opt=part, time=o("time"),
-               nodes_min=shape.nodes if nodes_given else 1, nodes_max=shape.nodes_max if nodes_given else 1,
-               nodes_opt=o("nodes"), nodes_given=nodes_given, gpus=gpus, other_gres=other,
-               cpus=cpus, cpus_opt=cpus_opt, tasks_per_node=tpn, mem=mem, mem_opt=mem_opt,
-               constraint=o("constraint"), account=o("account"), qos=o("qos"))
-
-
-# ---------------------------------------------------------------- the cluster's side
-
-def node_type(n: NodeSpec) -> str:
-    """One node's shape as a header would ask for it: '64 CPUs, 250G, gpu:h100:8, features ib,h100'."""
-    parts = [f"{n.cpus} CPUs", mem_text(n.memory)]
-    if n.gpus:
-        parts.append(f"gpu:{n.gpu_type}:{len(n.gpus)}" if n.gpu_type else f"gpu:{len(n.gpus)}")
-    if n.features:
-        parts.append("features " + ",".join(n.features))
-    return ", ".join(parts)
-
-
-def node_types(nodes: Sequence[NodeSpec]) -> str:
-    """'2 x (64 CPUs, 250G, gpu:h100:8); 1 x (32 CPUs, 125G)': the node types of a partition."""
-    counts: Dict[str, int] = {}
-    for n in nodes:
-        t = node_type(n)
-        counts[t] = counts.get(t, 0) + 1
-    return "; ".join(f"{c} x ({t})" for t, c in counts.items())
-
-
-def partitions_text(spec: ClusterSpec) -> str:
-    return ", ".join(p.name + (" (default)" if p.default else "") for p in spec.partitions)
-
-
-def _enforce_part_limits(spec: ClusterSpec) -> str:
-    """EnforcePartLimits as slurmctld reads it: NO (Slurm's default), ANY or ALL."""
-    v = (conf_value(spec, "EnforcePartLimits") or "NO").upper()
-    return {"YES": "ANY", "1": "ANY", "0": "NO"}.get(v, v)
-
-
-def _enforce_accounting(spec: ClusterSpec) -> Set[str]:
-    """AccountingStorageEnforce's parts, with what each implies (qos/limits/safe: associations)."""
-    if not spec.accounting:
-        return set()
-    parts = {x.strip().lower() for x in (conf_value(spec, "AccountingStorageEnforce") or "").split(",") if x.strip()}
-    if "all" in parts:
-        parts |= {"associations", "limits", "qos", "safe", "wckeys"}
-    if parts & {"qos", "limits", "safe"}:
-        parts.add("associations")
-    return parts
-
-
-@dataclass
-class Judge:
-    """One header against one cluster: the findings for each partition the job names."""
-    script: Script
-    spec: ClusterSpec
-    ask: Ask
-    findings: List[Finding] = field(default_factory=list)
-
-    @property
-    def enforce(self) -> str:
-        return _enforce_part_limits(self.spec)
-
-    def add(self, opt: Optional[HeaderOpt], severity: str, rule: str, message: str, offer: str,
-            value: Optional[str] = None, insert: Optional[str] = None) -> None:
-        """A finding at ``opt``'s line (the header's first line without one). ``value`` replaces
-        the option's value there; ``insert`` is an #SBATCH line to add after the header."""
-        path = self.script.path
-        line = opt.line if opt is not None else self._first_header_line()
-        edits: List[Edit] = []
-        if opt is not None and value is not None:
-            new = set_option(self.script.line_text(line), opt, value)
-            if new is not None:
-                edits = [Edit(path, line, line, new)]
-        if insert is not None:
-            last = max((o.line for o in self.script.header), default=1)
-            edits = [Edit(path, last + 1, last, insert)]
-        if not edits:
-            fix = "# " + offer
-        else:  # an insertion's text already ends with a comment saying where it goes
-            fix = fix_text(edits, line, path) + ("; " if insert is not None else "   # ") + offer
-        self.findings.append(Finding(path, line, severity, rule, message, fix, source=SOURCE, edits=edits))
-
-    def _first_header_line(self) -> int:
-        return min((o.line for o in self.script.header), default=1)
-
-    def held_or_refused(self, refused: str, reason: str) -> str:
-        """What Slurm does with a request over a partition limit, by EnforcePartLimits."""
-        if self.enforce == "NO":
-            if reason.startswith("Partition"):
-                # the submission's own test says PartitionConfig; the scheduler's next pass says which limit
-                reason = f"PartitionConfig, then {reason}"
-            return f"sbatch accepts the job and it stays pending forever (Reason={reason}; EnforcePartLimits=NO)"
-        return f'sbatch refuses the job: "{refused}" (EnforcePartLimits={self.enforce})'
-
-
-def set_option(line: str, opt: HeaderOpt, value: str) -> Optional[str]:
-    """``line`` (an #SBATCH line) with ``opt``'s value replaced by ``value`` (inside the quotes
-    it had, if any); None when the option cannot be found there as written."""
-    long = "[-_]".join(re.escape(w) for w in opt.key.split("-"))
-    shorts = [s for s, k in SHORT_OPTIONS.items() if k == opt.key]
-    v = re.escape(opt.value)
-    patterns = [rf"(--{long}(?:=|\s+))([\"']?)({v})\2(?=\s|#|$)"]
-    patterns += [rf"((?<![\w-])-{s}(?:=|\s*))([\"']?)({v})\2(?=\s|#|$)" for s in shorts]
-    for pat in patterns:
-        m = re.search(pat, line)
-        if m:
-            return line[:m.start(3)] + value + line[m.end(3):]
-    return None
-
-
-def _qos_flags(spec: ClusterSpec, name: Optional[str]) -> Set[str]:
-    if not name:
-        return set()
-    for q in spec.qos:
-        if q.name.lower() == name.lower():
-            return {f.lower() for f in q.flags}
-    return set()
 
 
 def judge_partition(j: Judge, part: PartitionSpec) -> List[Finding]:
@@ -422,7 +46,7 @@ def judge_partition(j: Judge, part: PartitionSpec) -> List[Finding]:
     spec, ask = j.spec, j.ask
     nodes = [spec.node(n) for n in part.nodes]
     name = part.name
-    flags = _qos_flags(spec, ask.qos.value if ask.qos else None)
+    flags = qos_flags(spec, ask.qos.value if ask.qos else None)
     offer = f"partition {name}: {len(nodes)} node{'s' if len(nodes) != 1 else ''}, {node_types(nodes)}"
 
     # time limit
@@ -435,7 +59,7 @@ def judge_partition(j: Judge, part: PartitionSpec) -> List[Finding]:
                   "specification\")", "times: MINUTES, HH:MM:SS, DAYS-HH[:MM[:SS]]")
             seconds = None
         limit = slurm_seconds(part.max_time) if part.max_time else None
-        if seconds is not None and limit is not None and _minutes(seconds) > _minutes(limit) \
+        if seconds is not None and limit is not None and minutes_of(seconds) > minutes_of(limit) \
                 and "partitiontimelimit" not in flags:
             j.add(ask.time, ERROR, "cluster.time-limit",
                   f"--time={ask.time.value} is above partition {name}'s MaxTime={part.max_time}: "
@@ -444,8 +68,8 @@ def judge_partition(j: Judge, part: PartitionSpec) -> List[Finding]:
 
     # node count
     if ask.nodes_given:
-        max_nodes = _limit(part.option("MaxNodes"))
-        min_nodes = _limit(part.option("MinNodes"))
+        max_nodes = limit_value(part.option("MaxNodes"))
+        min_nodes = limit_value(part.option("MinNodes"))
         written = ask.nodes_opt.value if ask.nodes_opt is not None else str(ask.nodes_max)
         how = f"--nodes={written}" + ("" if ask.nodes_opt is not None else " (given at submission)")
         allowed = min(len(nodes), max_nodes) if max_nodes is not None else len(nodes)
@@ -468,8 +92,8 @@ def judge_partition(j: Judge, part: PartitionSpec) -> List[Finding]:
                   f"partition {name} takes jobs of at least {min_nodes} nodes", str(min_nodes))
 
     _judge_nodes(j, part, nodes, offer)
-    _judge_account(j, part)
-    _judge_qos(j, part)
+    judge_account(j, part)
+    judge_qos(j, part)
     return j.findings[before:]
 
 
@@ -553,7 +177,7 @@ def _judge_nodes(j: Judge, part: PartitionSpec, nodes: List[NodeSpec], offer: st
                       _with_gpu_count(g, most) if most else None)
         else:
             total = sum(len(n.gpus) for n in nodes if typed(n))
-            max_nodes = _limit(part.option("MaxNodes"))
+            max_nodes = limit_value(part.option("MaxNodes"))
             if max_nodes is not None:
                 total = sum(sorted((len(n.gpus) for n in nodes if typed(n)), reverse=True)[:max_nodes])
             if g.count > total:
@@ -660,139 +284,6 @@ def _with_gpu_count(g: GpuAsk, count: int) -> Optional[str]:
     return f"{typed}{count}"
 
 
-@dataclass(frozen=True)
-class _Listed:
-    """What a partition's Allow*/Deny* list (accounts or QoS) is judged with."""
-
-    option: str  # the sbatch option: "account"
-    noun: str  # in messages: "accounts"
-    key: str  # the partition's keys: Allow<key>, Deny<key>
-    rule: str
-    refused: str  # sbatch's error
-    held: str  # the reason a held job shows
-    slurm_noun: str  # as slurmctld's message names it
-    without: str  # what a job without the option gets
-    unless: str  # ... which must be one of the allowed
-    default_ok: Callable[[List[str]], bool]  # the default passes the Allow list without the option
-
-
-ACCOUNTS = _Listed("account", "accounts", "Accounts", "cluster.account", INVALID_ACCOUNT, "AccountNotAllowed",
-                   "account", "the job runs under your default account", "that", lambda allow: False)
-QOS = _Listed("qos", "QoS", "Qos", "cluster.qos", INVALID_QOS, "QOSNotAllowed", "QOS",
-              "the job gets your default QoS (normal unless your association sets another)", "your default",
-              lambda allow: "normal" in allow)
-
-
-def _judge_partition_list(j: Judge, part: PartitionSpec, listed: _Listed, opt: Optional[HeaderOpt],
-                          value: Optional[str]) -> bool:
-    """--account / --qos (``value``, lower case; None when not given) against the partition's
-    Allow*/Deny* list; True when it reported something."""
-    name = part.name
-    allow = _names(part.option(f"Allow{listed.key}"))
-    deny = _names(part.option(f"Deny{listed.key}"))
-    if allow is not None:
-        allowed = f"partition {name} allows {listed.noun} {', '.join(allow)}"
-        if value is None:
-            if not listed.default_ok(allow):
-                j.add(None, WARNING, listed.rule,
-                      f"no --{listed.option}: {listed.without}, and partition {name} allows only {', '.join(allow)}: "
-                      f"unless {listed.unless} is one of them, " + j.held_or_refused(listed.refused, listed.held),
-                      allowed, insert=f"#SBATCH --{listed.option}={allow[0]}")
-            return True
-        if value not in allow:
-            j.add(opt, ERROR, listed.rule,
-                  f"--{listed.option}={opt.value}: {allowed} (Allow{listed.key}): " + j.held_or_refused(
-                      listed.refused, f"\"Job's {listed.slurm_noun} not permitted to use this partition ({name} "
-                      f"allows {','.join(allow)} not {value})\""), allowed, allow[0])
-            return True
-    elif deny is not None and value is not None and value in deny:
-        j.add(opt, ERROR, listed.rule,
-              f"--{listed.option}={opt.value}: partition {name} denies {listed.noun} {', '.join(deny)} "
-              f"(Deny{listed.key}): " + j.held_or_refused(
-                  listed.refused, f"\"Job's {listed.slurm_noun} not permitted to use this partition ({name} denies "
-                  f"{','.join(deny)} including {value})\""),
-              f"partition {name} denies {listed.noun} {', '.join(deny)}")
-        return True
-    return False
-
-
-def _judge_account(j: Judge, part: PartitionSpec) -> None:
-    """-A against the accounting database first (slurmctld looks the association up before it
-    looks at the partition), then against the partition's AllowAccounts / DenyAccounts."""
-    ask, spec, name = j.ask, j.spec, part.name
-    acct = ask.account.value.strip().lower() if ask.account else None
-    allow = _names(part.option("AllowAccounts"))
-    enforce = _enforce_accounting(spec)
-    known = {a.name.lower() for a in spec.accounts}
-    if acct is not None and spec.accounting and known and acct not in known | {"root", "simcluster"}:
-        accounts = f"accounts: {', '.join(sorted(known))}"
-        if "associations" in enforce:
-            j.add(ask.account, ERROR, "cluster.account",
-                  f"--account={ask.account.value}: no such account in this cluster's accounting database, and "
-                  f"AccountingStorageEnforce={conf_value(spec, 'AccountingStorageEnforce')} refuses it: "
-                  f"\"{INVALID_ACCOUNT}\"", accounts, (allow or sorted(known))[0])
-        else:
-            j.add(ask.account, WARNING, "cluster.account",
-                  f"--account={ask.account.value}: no such account in this cluster's accounting database: without "
-                  "associations in AccountingStorageEnforce Slurm runs the job under your default account instead"
-                  + (f", and partition {name} allows only {', '.join(allow)}" if allow else ""),
-                  accounts, (allow or sorted(known))[0])
-        return
-    _judge_partition_list(j, part, ACCOUNTS, ask.account, acct)
-
-
-def _judge_licenses(j: Judge) -> None:
-    """-L/--licenses against the cluster's Licenses= (name:count, counts added up)."""
-    opt = j.script.opt("licenses")
-    if opt is None:
-        return
-    have: Dict[str, int] = {}
-    for item in (conf_value(j.spec, "Licenses") or "").split(","):
-        name, _, count = item.strip().partition(":")
-        if name:
-            have[name.lower()] = int(count) if count.isdigit() else 1
-    offer = f"licenses here: {', '.join(f'{k}:{v}' for k, v in have.items()) or 'none'} (Licenses=)"
-    for item in re.split(r"[,|]", opt.value.strip("'\"")):
-        name, _, count = item.strip().partition(":")
-        want = int(count) if count.isdigit() else 1
-        if name and (name.lower() not in have or want > have[name.lower()]):
-            what = (f"this cluster has no license {name}" if name.lower() not in have
-                    else f"{want} {name} licenses asked, the cluster has {have[name.lower()]}")
-            j.add(opt, ERROR, "cluster.license",
-                  f"--licenses={opt.value}: {what}: sbatch refuses the job: \"{INVALID_LICENSES}\"", offer)
-            return
-
-
-def _judge_qos(j: Judge, part: PartitionSpec) -> None:
-    """--qos against the accounting database, the partition's AllowQos / DenyQos, then the
-    QoS the job's account may use."""
-    ask, spec = j.ask, j.spec
-    qos = ask.qos.value.strip().lower() if ask.qos else None
-    enforce = _enforce_accounting(spec)
-    defined = {q.name.lower() for q in spec.qos} | {"normal"}
-    if qos is not None and spec.accounting and qos not in defined:
-        if "qos" in enforce:
-            j.add(ask.qos, ERROR, "cluster.qos",
-                  f"--qos={ask.qos.value}: no such QoS in this cluster's accounting database: sbatch refuses the "
-                  f"job: \"{INVALID_QOS}\" (AccountingStorageEnforce={conf_value(spec, 'AccountingStorageEnforce')})",
-                  f"QoS here: {', '.join(sorted(defined))}", sorted(defined)[0])
-        else:
-            j.add(ask.qos, WARNING, "cluster.qos",
-                  f"--qos={ask.qos.value}: no such QoS in this cluster's accounting database: without qos in "
-                  "AccountingStorageEnforce Slurm takes the job and gives it no QoS (its priority, limits and "
-                  "preemption do not apply)", f"QoS here: {', '.join(sorted(defined))}", sorted(defined)[0])
-        return
-    if _judge_partition_list(j, part, QOS, ask.qos, qos):
-        return
-    acct = ask.account.value.strip().lower() if ask.account else None
-    if qos is not None and "qos" in enforce and acct is not None:
-        for a in spec.accounts:
-            if a.name.lower() == acct and a.qos and qos not in {x.lower() for x in a.qos}:
-                j.add(ask.qos, ERROR, "cluster.qos",
-                      f"--qos={ask.qos.value}: account {a.name} may use QoS {', '.join(a.qos)} only: sbatch refuses "
-                      f"the job: \"{INVALID_QOS}\"", f"account {a.name} may use QoS {', '.join(a.qos)}", a.qos[0])
-
-
 def judge(script: Script, spec: ClusterSpec, nodes: Optional[int] = None) -> List[Finding]:
     """The findings of ``script``'s header on the cluster ``spec`` describes (``nodes``: the
     node count `sbatch -N` gives). A job with several partitions is judged in each; it fits
@@ -816,7 +307,7 @@ def judge(script: Script, spec: ClusterSpec, nodes: Optional[int] = None) -> Lis
         parts = [known[p] for p in ask.partitions]
     else:
         parts = [next((p for p in spec.partitions if p.default), spec.partitions[0])]
-    _judge_licenses(j)
+    judge_licenses(j)
     per_part = [judge_partition(Judge(script, spec, ask), p) for p in parts]
     taking = [fs for fs in per_part if not any(f.severity == ERROR for f in fs)]
     if taking:  # one of the partitions takes the job: what remains to say is about that one

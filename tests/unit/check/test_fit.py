@@ -13,8 +13,9 @@ from typing import Dict, List, Optional, Sequence, Tuple
 import pytest
 from click.testing import CliRunner
 
-from provisioner.check.fit import (ask_of, judge, mem_text, parse_constraint, set_option, slurm_seconds,
-                                   FeatureSyntax)
+from provisioner.check.asks import FeatureSyntax, ask_of, mem_text, parse_constraint, slurm_seconds
+from provisioner.check.fit import judge
+from provisioner.check.judge import set_option
 from provisioner.check.mirror import dry_run_spec, load_target, pick_nodes
 from provisioner.check.parse import parse_script
 from provisioner.check.rules import apply_edits
