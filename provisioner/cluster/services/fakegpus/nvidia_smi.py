@@ -391,74 +391,53 @@ def _number(text, what, minimum):
     return value
 
 
+def _dmon_output_options(a, value):
+    a.options = value.upper()
+    if set(a.options) - set("DT"):
+        raise ShimError(f'dmon -o takes D, T or DT, not "{value}"')
+
+
+# Options without a value: {option: the mode it selects}, outside dmon and in it.
+FLAGS = {"-h": "help", "--help": "help", "--version": "version", "-L": "list", "--list-gpus": "list"}
+DMON_FLAGS = {"-h": "dmon-help", "--help": "dmon-help"}
+# Options with a value, tried in this order: (long name, short name or "", where it applies:
+# "any", "dmon" or "main" (outside dmon), what its value sets in Args).
+VALUE_OPTIONS = (
+    ("--id", "-i", "any", lambda a, v: setattr(a, "ids", v)),
+    ("--filename", "-f", "any", lambda a, v: setattr(a, "filename", v)),
+    ("--select", "-s", "dmon", lambda a, v: setattr(a, "select", v)),
+    ("--delay", "-d", "dmon", lambda a, v: setattr(a, "delay", _number(v, "dmon -d", 1))),
+    ("--count", "-c", "dmon", lambda a, v: setattr(a, "count", int(_number(v, "dmon -c", 1)))),
+    ("--options", "-o", "dmon", _dmon_output_options),
+    ("--query-gpu", "", "main", lambda a, v: a.__dict__.update(mode="query", query=v)),
+    ("--query-compute-apps", "", "main", lambda a, v: a.__dict__.update(mode="apps", query=v)),
+    ("--format", "", "main", lambda a, v: setattr(a, "format", v)),
+    ("--loop", "-l", "main", lambda a, v: setattr(a, "loop", _number(v, "-l/--loop", 1))),
+    ("--loop-ms", "-lms", "main", lambda a, v: setattr(a, "loop", _number(v, "-lms/--loop-ms", 1) / 1000.0)),
+)
+
+
 def parse_args(argv):
     a = Args()
     i = 0
     if argv and argv[0] == "dmon":
         a.mode, i = "dmon", 1
     while i < len(argv):
-        arg = argv[i]
-        if a.mode != "dmon" and arg in ("-h", "--help"):
-            a.mode, i = "help", i + 1
+        arg, dmon = argv[i], a.mode == "dmon"
+        mode = (DMON_FLAGS if dmon else FLAGS).get(arg)
+        if mode:
+            a.mode, i = mode, i + 1
             continue
-        if a.mode != "dmon" and arg == "--version":
-            a.mode, i = "version", i + 1
-            continue
-        if a.mode != "dmon" and arg in ("-L", "--list-gpus"):
-            a.mode, i = "list", i + 1
-            continue
-        value, nxt = _take(argv, i, arg, ("--id",), ("-i",))
-        if nxt != i:
-            a.ids, i = value, nxt
-            continue
-        value, nxt = _take(argv, i, arg, ("--filename",), ("-f",))
-        if nxt != i:
-            a.filename, i = value, nxt
-            continue
-        if a.mode == "dmon":
-            value, nxt = _take(argv, i, arg, ("--select",), ("-s",))
+        for long_name, short_name, where, apply in VALUE_OPTIONS:
+            if where != "any" and (where == "dmon") != dmon:
+                continue
+            value, nxt = _take(argv, i, arg, (long_name,), (short_name,) if short_name else ())
             if nxt != i:
-                a.select, i = value, nxt
-                continue
-            value, nxt = _take(argv, i, arg, ("--delay",), ("-d",))
-            if nxt != i:
-                a.delay, i = _number(value, "dmon -d", 1), nxt
-                continue
-            value, nxt = _take(argv, i, arg, ("--count",), ("-c",))
-            if nxt != i:
-                a.count, i = int(_number(value, "dmon -c", 1)), nxt
-                continue
-            value, nxt = _take(argv, i, arg, ("--options",), ("-o",))
-            if nxt != i:
-                a.options, i = value.upper(), nxt
-                if set(a.options) - set("DT"):
-                    raise ShimError(f'dmon -o takes D, T or DT, not "{value}"')
-                continue
-            if arg in ("-h", "--help"):
-                a.mode, i = "dmon-help", i + 1
-                continue
-            raise not_implemented(f'"dmon {arg}"')
-        value, nxt = _take(argv, i, arg, ("--query-gpu",), ())
-        if nxt != i:
-            a.mode, a.query, i = "query", value, nxt
-            continue
-        value, nxt = _take(argv, i, arg, ("--query-compute-apps",), ())
-        if nxt != i:
-            a.mode, a.query, i = "apps", value, nxt
-            continue
-        value, nxt = _take(argv, i, arg, ("--format",), ())
-        if nxt != i:
-            a.format, i = value, nxt
-            continue
-        value, nxt = _take(argv, i, arg, ("--loop",), ("-l",))
-        if nxt != i:
-            a.loop, i = _number(value, "-l/--loop", 1), nxt
-            continue
-        value, nxt = _take(argv, i, arg, ("--loop-ms",), ("-lms",))
-        if nxt != i:
-            a.loop, i = _number(value, "-lms/--loop-ms", 1) / 1000.0, nxt
-            continue
-        raise not_implemented(f'"{arg}"')
+                apply(a, value)
+                i = nxt
+                break
+        else:
+            raise not_implemented(f'"dmon {arg}"' if dmon else f'"{arg}"')
     if a.mode in ("query", "apps") and a.format is None:
         raise ShimError(f'"--format=csv" must be given with "--query-{"gpu" if a.mode == "query" else "compute-apps"}"')
     return a
