@@ -6,13 +6,16 @@ Pure logic: host facts (CPU count, memory) come in as arguments so tests can pin
 from __future__ import annotations
 
 import re
-from typing import Any, Dict, Iterator, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from provisioner.config.parse import parse_gpu_list, parse_memory_mb, split_gpus
-from provisioner.config.types import (API_VERSION, BACKENDS, KIND, READ_ONLY_BACKENDS, AccountSpec, ClusterSpec, NodeSpec,
-                                      Options, PartitionSpec, QosSpec)
+from provisioner.config.problems import (TOKEN_RE, Problems, int_in, mappings, parsed_value, slurm_options, tokens,
+                                         unknown_keys, yes_no)
+from provisioner.config.types import (API_VERSION, BACKENDS, KIND, READ_ONLY_BACKENDS, AccountSpec, ClusterSpec,
+                                      NodeSpec, PartitionSpec, QosSpec)
 from provisioner.config.versions import normalize as normalize_slurm
 from provisioner.errors import ConfigError
+
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]{0,30}$")
 NODE_RE = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
@@ -43,57 +46,18 @@ PARTITION_OPTIONS = (
     "MaxNodes", "MinNodes", "OverSubscribe", "OverTimeLimit", "PreemptMode", "PriorityJobFactor",
     "PriorityTier", "QOS", "ReqResv", "RootOnly", "SelectTypeParameters", "State", "TRESBillingWeights")
 PREEMPT_MODES = ("off", "cancel", "requeue", "suspend", "gang")
-# Node features, GPU types, account and QoS names: what Slurm's parsers take in one token.
-TOKEN_RE = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.+-]{0,63}$")
 # A local user name as useradd takes it (Debian's default NAME_REGEX, and at most 32).
 USER_RE = re.compile(r"^[a-z_][a-z0-9_-]{0,30}[a-z0-9_$-]?$")
 SLURM_TIME_RE = re.compile(r"^(INFINITE|UNLIMITED|\d+(-\d+)?(:\d+){0,2})$")
 
 
-class _Problems:
-    def __init__(self) -> None:
-        self.items: List[str] = []
-
-    def add(self, where: str, what: str) -> None:
-        self.items.append(f"{where}: {what}" if where else what)
-
-
-def _int_in(p: _Problems, where: str, value: Any, lo: int, hi: int) -> Optional[int]:
-    if isinstance(value, bool) or not isinstance(value, int):
-        if isinstance(value, str) and value.strip().isdecimal():
-            value = int(value)
-        else:
-            p.add(where, f"expected a whole number, got {value!r}")
-            return None
-    if not lo <= value <= hi:
-        p.add(where, f"{value} is out of range {lo}-{hi}")
-        return None
-    return value
-
-
-def _yes_no(p: _Problems, where: str, raw: Dict, key: str) -> bool:
-    """A true/false key of ``raw`` (false when absent): a problem, and false, for anything else."""
-    value = raw.get(key, False)
-    if not isinstance(value, bool):
-        p.add(where, f"expected true or false, got {value!r}")
-        return False
-    return value
-
-
-def _unknown_keys(p: _Problems, where: str, d: Dict, allowed: set) -> None:
-    for key in sorted(set(d) - allowed, key=str):  # YAML keys need not be strings
-        close = [a for a in sorted(allowed) if a.lower() == str(key).lower().replace("_", "")]
-        hint = f" (did you mean '{close[0]}'?)" if close else f" (allowed: {', '.join(sorted(allowed))})"
-        p.add(where, f"unknown key '{key}'{hint}")
-
-
 def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
              source: str = "cluster spec") -> ClusterSpec:
     """Validate ``raw`` and resolve defaults; raise ConfigError listing every problem."""
-    p = _Problems()
+    p = Problems()
     if not isinstance(raw, dict):
         raise ConfigError([f"expected a mapping at the top level, got {type(raw).__name__}"], source)
-    _unknown_keys(p, "", raw, TOP_KEYS)
+    unknown_keys(p, "", raw, TOP_KEYS)
     if raw.get("apiVersion", API_VERSION) != API_VERSION:
         p.add("apiVersion", f"must be '{API_VERSION}', got {raw.get('apiVersion')!r}")
     if raw.get("kind", KIND) != KIND:
@@ -112,7 +76,7 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
 
     cpus = host_cpus
     if "cpus" in raw:
-        cpus = _int_in(p, "cpus", raw["cpus"], 1, 100000) or host_cpus
+        cpus = int_in(p, "cpus", raw["cpus"], 1, 100000) or host_cpus
     memory = host_memory_mb
     if "memory" in raw:
         try:
@@ -143,7 +107,7 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
 
     controller_port = None
     if raw.get("controllerPort") is not None:
-        controller_port = _int_in(p, "controllerPort", raw["controllerPort"], 1024, 65535)
+        controller_port = int_in(p, "controllerPort", raw["controllerPort"], 1024, 65535)
 
     nodes = _validate_nodes(p, raw, gpus, cpus, memory)
     node_names = [n.name for n in nodes]
@@ -170,14 +134,14 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
     if image is not None and (not isinstance(image, str) or not re.match(r"^[\w][\w./:@-]*$", image)):
         p.add("image", f"{image!r} is not a docker image reference")
         image = None
-    privileged = _yes_no(p, "privileged", raw, "privileged")
+    privileged = yes_no(p, "privileged", raw, "privileged")
     for key, value in (("image", image), ("privileged", privileged)):
         if value and backend not in BACKEND_KEYS[key]:
             only = " or ".join(BACKEND_KEYS[key])
             p.add(key, f"only applies to the {only} backend (backend: {only})")
             break
-    accounting = _yes_no(p, "accounting", raw, "accounting")
-    rest = _yes_no(p, "rest", raw, "rest")
+    accounting = yes_no(p, "accounting", raw, "accounting")
+    rest = yes_no(p, "rest", raw, "rest")
 
     failure_detection = raw.get("failureDetection", "normal")
     if failure_detection not in FAILURE_DETECTION:
@@ -208,7 +172,7 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
                        accounts=tuple(accounts), qos=tuple(qos), rest=rest, users=users)
 
 
-def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory: int) -> List[NodeSpec]:
+def _validate_nodes(p: Problems, raw: Dict, gpus: List[int], cpus: int, memory: int) -> List[NodeSpec]:
     spec_nodes = raw.get("nodes", 2)
     prefix = raw.get("nodePrefix", "node")
     if not isinstance(prefix, str) or not NODE_RE.match(prefix + "1"):
@@ -218,7 +182,7 @@ def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory:
         p.add("nodes", f"expected a node count or a list of nodes, got {spec_nodes!r}")
         return []
     if isinstance(spec_nodes, int):
-        count = _int_in(p, "nodes", spec_nodes, 1, MAX_NODES)
+        count = int_in(p, "nodes", spec_nodes, 1, MAX_NODES)
         if count is None:
             return []
         try:
@@ -250,7 +214,7 @@ def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory:
     defaults = _node_extras(p, "", raw, (None, None, ()))
     result: List[NodeSpec] = []
     seen: Dict[str, int] = {}
-    for i, where, n in _mappings(p, spec_nodes, "nodes", "'name'", NODE_KEYS):
+    for i, where, n in mappings(p, spec_nodes, "nodes", "'name'", NODE_KEYS):
         nname = n.get("name")
         if not isinstance(nname, str) or not NODE_RE.match(nname):
             p.add(f"{where}.name", f"{nname!r} is not a valid node name "
@@ -259,17 +223,17 @@ def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory:
         elif nname in seen:
             p.add(f"{where}.name", f"node '{nname}' is listed twice")
         seen[nname] = i
-        node_gpus = _parsed(p, where, n, "gpus", parse_gpu_list, shares[i])
-        ncpus = _int_in(p, f"{where}.cpus", n["cpus"], 1, 100000) if "cpus" in n else cpus
-        nmem = _parsed(p, where, n, "memory", parse_memory_mb, memory)
-        port = _int_in(p, f"{where}.port", n["port"], 1024, 65535) if "port" in n else None
+        node_gpus = parsed_value(p, where, n, "gpus", parse_gpu_list, shares[i])
+        ncpus = int_in(p, f"{where}.cpus", n["cpus"], 1, 100000) if "cpus" in n else cpus
+        nmem = parsed_value(p, where, n, "memory", parse_memory_mb, memory)
+        port = int_in(p, f"{where}.port", n["port"], 1024, 65535) if "port" in n else None
         gpu_type, gpu_model, features = _node_extras(p, f"{where}.", n, defaults)
         if not node_gpus:
             for key in ("gpuType", "gpuModel"):
                 if key in n:
                     p.add(f"{where}.{key}", "the node has no GPUs (give it 'gpus', or fakeGpus at the top)")
             gpu_type = gpu_model = None
-        options = _options(p, f"{where}.options", n.get("options"), NODE_OPTIONS)
+        options = slurm_options(p, f"{where}.options", n.get("options"), NODE_OPTIONS)
         result.append(NodeSpec(name=nname, gpus=tuple(node_gpus), cpus=ncpus or cpus,
                                memory=nmem, port=port, gpu_type=gpu_type, gpu_model=gpu_model,
                                features=features, options=options))
@@ -279,37 +243,7 @@ def _validate_nodes(p: _Problems, raw: Dict, gpus: List[int], cpus: int, memory:
     return result
 
 
-def _parsed(p: "_Problems", where: str, raw: Dict, key: str, parse, default):
-    """parse(raw[key]), or ``default`` when the key is absent or its value is bad (reported)."""
-    if key not in raw:
-        return default
-    try:
-        return parse(raw[key])
-    except ValueError as exc:
-        p.add(f"{where}.{key}", str(exc))
-        return default
-
-
-def _mappings(p: "_Problems", items: List[Any], prefix: str, expect: str, keys,
-              listing: str = "") -> Iterator[Tuple[int, str, Dict]]:
-    """(index, "prefix[i]", entry) for each entry of a YAML list that is a mapping; entries
-    that are not, and unknown keys, are reported. With ``listing`` (what the list holds) an
-    absent list is empty and anything but a list is reported."""
-    if listing and items is None:
-        return
-    if listing and not isinstance(items, list):
-        p.add(prefix, f"expected a list of {listing}")
-        return
-    for i, entry in enumerate(items):
-        where = f"{prefix}[{i}]"
-        if not isinstance(entry, dict):
-            p.add(where, f"expected a mapping with {expect}, got {entry!r}")
-            continue
-        _unknown_keys(p, where, entry, keys)
-        yield i, where, entry
-
-
-def _validate_partitions(p: _Problems, raw_parts: Any, node_names: List[str]) -> List[PartitionSpec]:
+def _validate_partitions(p: Problems, raw_parts: Any, node_names: List[str]) -> List[PartitionSpec]:
     if raw_parts is None:
         return [PartitionSpec(name="main", nodes=tuple(node_names), default=True)]
     if not isinstance(raw_parts, list) or not raw_parts:
@@ -317,7 +251,7 @@ def _validate_partitions(p: _Problems, raw_parts: Any, node_names: List[str]) ->
         return []
     result: List[PartitionSpec] = []
     names: List[str] = []
-    for i, where, part in _mappings(p, raw_parts, "partitions", "'name' and 'nodes'", PARTITION_KEYS):
+    for i, where, part in mappings(p, raw_parts, "partitions", "'name' and 'nodes'", PARTITION_KEYS):
         pname = part.get("name")
         if not isinstance(pname, str) or not PARTITION_RE.match(pname):
             p.add(f"{where}.name", f"{pname!r} is not a valid partition name")
@@ -337,11 +271,11 @@ def _validate_partitions(p: _Problems, raw_parts: Any, node_names: List[str]) ->
         else:
             p.add(f"{where}.nodes", f"expected 'ALL' or a list of node names, got {members!r}")
             members_t = ()
-        default = _yes_no(p, f"{where}.default", part, "default")
+        default = yes_no(p, f"{where}.default", part, "default")
         max_time = str(part.get("maxTime", "INFINITE"))
         if not SLURM_TIME_RE.match(max_time):
             p.add(f"{where}.maxTime", f"{max_time!r} is not a Slurm time (e.g. 60, 1-00:00:00, INFINITE)")
-        options = _options(p, f"{where}.options", part.get("options"), PARTITION_OPTIONS)
+        options = slurm_options(p, f"{where}.options", part.get("options"), PARTITION_OPTIONS)
         for key, value in options:
             if key in ("DefaultTime",) and not SLURM_TIME_RE.match(value):
                 p.add(f"{where}.options.{key}", f"{value!r} is not a Slurm time (e.g. 60, 1-00:00:00)")
@@ -357,22 +291,7 @@ def _validate_partitions(p: _Problems, raw_parts: Any, node_names: List[str]) ->
     return result
 
 
-def _tokens(p: _Problems, where: str, value: Any, what: str) -> Tuple[str, ...]:
-    """A list of names (or one comma-separated string) -> a tuple of valid tokens."""
-    if isinstance(value, str):
-        value = [v.strip() for v in value.split(",") if v.strip()]
-    if not isinstance(value, list) or not all(isinstance(v, (str, int)) and not isinstance(v, bool) for v in value):
-        p.add(where, f"expected a list of {what}, got {value!r}")
-        return ()
-    out = tuple(str(v) for v in value)
-    for v in out:
-        if not TOKEN_RE.match(v):
-            p.add(where, f"{v!r} is not a valid {what[:-1] if what.endswith('s') else what} "
-                         "(letters, digits, '_', '.', '+', '-')")
-    return out
-
-
-def _node_extras(p: _Problems, where: str, raw: Dict, defaults: Tuple) -> Tuple[Optional[str], Optional[str], Tuple[str, ...]]:
+def _node_extras(p: Problems, where: str, raw: Dict, defaults: Tuple) -> Tuple[Optional[str], Optional[str], Tuple[str, ...]]:
     """(gpuType, gpuModel, features) of a node entry (or of the top level), else ``defaults``."""
     gpu_type, gpu_model, features = defaults
     if raw.get("gpuType") is not None:
@@ -385,50 +304,27 @@ def _node_extras(p: _Problems, where: str, raw: Dict, defaults: Tuple) -> Tuple[
             p.add(f"{where}gpuModel", f"expected a model name like 'NVIDIA H100 80GB HBM3', got {gpu_model!r}")
             gpu_model = None
     if raw.get("features") is not None:
-        features = _tokens(p, f"{where}features", raw["features"], "features")
+        features = tokens(p, f"{where}features", raw["features"], "features")
     return gpu_type, gpu_model, features
 
 
-def _options(p: _Problems, where: str, raw: Any, allowed: Tuple[str, ...]) -> Options:
-    """A mapping of Slurm options -> ordered (Key, value) pairs in Slurm's spelling of the key."""
-    if raw is None:
-        return ()
-    if not isinstance(raw, dict):
-        p.add(where, f"expected a mapping of Slurm options (Key: value), got {raw!r}")
-        return ()
-    spelled = {a.lower(): a for a in allowed}
-    out: List[Tuple[str, str]] = []
-    for key, value in raw.items():
-        canon = spelled.get(str(key).lower())
-        if canon is None:
-            p.add(where, f"unknown option '{key}' (allowed: {', '.join(allowed)})")
-            continue
-        if isinstance(value, bool):
-            value = "YES" if value else "NO"
-        if not isinstance(value, (str, int, float)) or not str(value).strip() or any(c.isspace() for c in str(value)):
-            p.add(f"{where}.{canon}", f"expected one Slurm value without spaces, got {value!r}")
-            continue
-        out.append((canon, str(value)))
-    return tuple(out)
-
-
-def _validate_qos(p: _Problems, raw: Any) -> List[QosSpec]:
+def _validate_qos(p: Problems, raw: Any) -> List[QosSpec]:
     result: List[QosSpec] = []
-    for i, where, q in _mappings(p, raw, "qos", "'name'", QOS_KEYS, "QoS (name, priority, preempt ...)"):
+    for i, where, q in mappings(p, raw, "qos", "'name'", QOS_KEYS, "QoS (name, priority, preempt ...)"):
         name = str(q.get("name", "")).lower()
         if not TOKEN_RE.match(name):
             p.add(f"{where}.name", f"{q.get('name')!r} is not a valid QoS name")
         elif name in [r.name for r in result]:
             p.add(f"{where}.name", f"QoS '{name}' is listed twice")
-        priority = _int_in(p, f"{where}.priority", q["priority"], 0, 2 ** 31) if "priority" in q else None
-        grace = _int_in(p, f"{where}.graceTime", q["graceTime"], 0, 10 ** 7) if "graceTime" in q else None
+        priority = int_in(p, f"{where}.priority", q["priority"], 0, 2 ** 31) if "priority" in q else None
+        grace = int_in(p, f"{where}.graceTime", q["graceTime"], 0, 10 ** 7) if "graceTime" in q else None
         mode = q.get("preemptMode")
         if mode is not None and str(mode).lower() not in ("off", "cancel", "requeue", "suspend"):
             p.add(f"{where}.preemptMode", f"{mode!r}: expected off, cancel, requeue or suspend")
             mode = None
-        preempt = tuple(x.lower() for x in _tokens(p, f"{where}.preempt", q.get("preempt", []), "QoS names"))
-        flags = _tokens(p, f"{where}.flags", q.get("flags", []), "flags")
-        limits = _options(p, f"{where}.limits", q.get("limits"), QOS_LIMITS)
+        preempt = tuple(x.lower() for x in tokens(p, f"{where}.preempt", q.get("preempt", []), "QoS names"))
+        flags = tokens(p, f"{where}.flags", q.get("flags", []), "flags")
+        limits = slurm_options(p, f"{where}.limits", q.get("limits"), QOS_LIMITS)
         result.append(QosSpec(name=name, priority=priority, preempt=preempt,
                               preempt_mode=str(mode).lower() if mode is not None else None, grace_time=grace,
                               flags=flags, limits=limits))
@@ -448,10 +344,10 @@ QOS_LIMITS = ("Description", "GrpJobs", "GrpSubmitJobs", "GrpTRES", "GrpTRESMins
               "UsageThreshold")
 
 
-def _validate_accounts(p: _Problems, raw: Any, qos_names: set) -> List[AccountSpec]:
+def _validate_accounts(p: Problems, raw: Any, qos_names: set) -> List[AccountSpec]:
     result: List[AccountSpec] = []
     allowed_qos = qos_names | {"normal"}
-    for i, where, a in _mappings(p, raw, "accounts", "'name'", ACCOUNT_KEYS, "accounts (name, users, fairshare ...)"):
+    for i, where, a in mappings(p, raw, "accounts", "'name'", ACCOUNT_KEYS, "accounts (name, users, fairshare ...)"):
         # Slurm keeps account names in lower case (sacctmgr lowers them), and so do we.
         name = str(a.get("name", "")).lower()
         if not TOKEN_RE.match(name) or name == "root":
@@ -460,9 +356,9 @@ def _validate_accounts(p: _Problems, raw: Any, qos_names: set) -> List[AccountSp
             p.add(f"{where}.name", f"account '{name}' is listed twice")
         parent = a.get("parent")
         parent = str(parent).lower() if parent is not None else None
-        users = _tokens(p, f"{where}.users", a.get("users", []), "user names")
-        fairshare = _int_in(p, f"{where}.fairshare", a["fairshare"], 0, 2 ** 31) if "fairshare" in a else None
-        qos = tuple(x.lower() for x in _tokens(p, f"{where}.qos", a.get("qos", []), "QoS names"))
+        users = tokens(p, f"{where}.users", a.get("users", []), "user names")
+        fairshare = int_in(p, f"{where}.fairshare", a["fairshare"], 0, 2 ** 31) if "fairshare" in a else None
+        qos = tuple(x.lower() for x in tokens(p, f"{where}.qos", a.get("qos", []), "QoS names"))
         for x in qos:
             if x not in allowed_qos:
                 p.add(f"{where}.qos", f"unknown QoS '{x}' (defined: {', '.join(sorted(allowed_qos))})")
@@ -482,7 +378,7 @@ def _validate_accounts(p: _Problems, raw: Any, qos_names: set) -> List[AccountSp
     return result
 
 
-def _validate_users(p: _Problems, raw: Any, backend: Any) -> Tuple[str, ...]:
+def _validate_users(p: Problems, raw: Any, backend: Any) -> Tuple[str, ...]:
     """``users``: local user names (a list, or one comma-separated string as --users gives
     it). Whether each exists is a fact of the host `up` runs on: the local provider's
     preflight checks it, not this pure validation."""
@@ -507,7 +403,7 @@ def _validate_users(p: _Problems, raw: Any, backend: Any) -> Tuple[str, ...]:
     return tuple(dict.fromkeys(raw))
 
 
-def _check_partition_names(p: _Problems, raw_parts: Any, partitions: List[PartitionSpec], accounting: bool,
+def _check_partition_names(p: Problems, raw_parts: Any, partitions: List[PartitionSpec], accounting: bool,
                            accounts: List[AccountSpec], qos: List[QosSpec], users: Tuple[str, ...] = ()) -> None:
     """A partition's QOS= must exist (slurmctld refuses the partition otherwise), and the
     accounts and QoS it allows should: Slurm keeps them in the accounting database."""

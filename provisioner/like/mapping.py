@@ -14,7 +14,8 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from provisioner.config import hostlist
 from provisioner.config.parse import MAX_GPU_ID
-from provisioner.config.validate import MAX_NODES, NODE_OPTIONS, NODE_RE, PARTITION_RE, TOKEN_RE
+from provisioner.config.problems import TOKEN_RE
+from provisioner.config.validate import MAX_NODES, NODE_OPTIONS, NODE_RE, PARTITION_RE
 from provisioner.like import keys, scale
 from provisioner.like.gres import GresConf
 from provisioner.like.reader import ConfFile, ConfLine, LikeError, Where
