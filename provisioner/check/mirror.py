@@ -56,7 +56,8 @@ def _like_target(path: str, gres_conf: Optional[str]) -> Target:
     per-node placeholders, and `check --run` brings up a subset of it (dry_run_spec)."""
     # lazy: the conf reader loads only for --like
     from provisioner.like.gres import parse_gres
-    from provisioner.like.mapping import apply_gres, parse_conf
+    from provisioner.like.mapping import parse_conf
+    from provisioner.like.production import apply_gres
     from provisioner.like.reader import LikeError, display_path, read_conf
     from provisioner.like.report import Report
     conf_path = Path(path)

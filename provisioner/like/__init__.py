@@ -12,7 +12,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from provisioner.like.gres import parse_gres
-from provisioner.like.mapping import apply_gres, choose_nodes, gpu_ids, parse_conf, to_raw
+from provisioner.like.mapping import parse_conf
+from provisioner.like.production import apply_gres, choose_nodes, gpu_ids, to_raw
 from provisioner.like.reader import LikeError, display_path, read_conf
 from provisioner.like.report import Report
 

@@ -9,7 +9,8 @@ import yaml
 from provisioner.config import load_spec
 from provisioner.like import mirror
 from provisioner.like.gres import parse_gres
-from provisioner.like.mapping import apply_gres, parse_conf
+from provisioner.like.mapping import parse_conf
+from provisioner.like.production import apply_gres
 from provisioner.like.reader import read_conf
 from provisioner.like.report import Report
 from tests.conftest import REPO, run_cli
