@@ -5,8 +5,8 @@ torchrun job grows from 1 to 3 nodes (examples/elastic)."""
 
 from __future__ import annotations
 
-import json
 import getpass
+import json
 import os
 import sys
 from pathlib import Path
