@@ -30,6 +30,7 @@ How (checked on these machines, DESIGN.md "Facts checked 2026-11-28"):
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import shlex
 import shutil
@@ -88,6 +89,7 @@ class Machine:
         self.port: Optional[int] = None
         self.proc: Optional[subprocess.Popen] = None
         self.boot_seconds: Optional[float] = None
+        self.disk_overlays: List[Path] = []  # attach_disk's
 
     # paths inside the workdir
     @property
@@ -101,6 +103,10 @@ class Machine:
     @property
     def pidfile(self) -> Path:
         return self.workdir / "qemu.pid"
+
+    @property
+    def qmp_socket(self) -> Path:
+        return self.workdir / "qmp.sock"
 
     def control_path(self, user: str = "root") -> Path:
         """The ssh master connection of ``user``: one per user (ssh's %r), so a command run
@@ -147,6 +153,7 @@ class Machine:
             "-drive", f"file={self.overlay},format=qcow2,if=virtio,cache=unsafe",
             "-nic", f"user,model=virtio-net-pci,hostfwd=tcp:127.0.0.1:{self.port}-:22",
             "-display", "none", "-serial", f"file:{self.serial_log}", "-monitor", "none",
+            "-qmp", f"unix:{self.qmp_socket},server=on,wait=off",
             "-no-reboot", "-name", f"simcluster-vm-{self.image.suite}",
         ]
 
@@ -214,11 +221,48 @@ class Machine:
                 except subprocess.TimeoutExpired:
                     pass
             self.proc = None
-        for path in (self.overlay, self.pidfile, *masters):
+        for path in (self.overlay, self.pidfile, self.qmp_socket, *self.disk_overlays, *masters):
             try:
                 path.unlink()
             except FileNotFoundError:
                 pass
+
+    # disks
+    def _qmp(self, commands: Sequence[dict]) -> None:
+        """Send ``commands`` to qemu's QMP socket in turn; raises on the first error."""
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
+            sock.settimeout(60)
+            sock.connect(str(self.qmp_socket))
+            stream = sock.makefile("rwb")
+            json.loads(stream.readline())  # the greeting
+            for command in [{"execute": "qmp_capabilities"}, *commands]:
+                stream.write(json.dumps(command).encode() + b"\n")
+                stream.flush()
+                while True:
+                    reply = json.loads(stream.readline() or b"{}")
+                    if "event" not in reply:
+                        break
+                if "return" not in reply:
+                    raise RuntimeError(f"qemu refused {command['execute']}: {reply.get('error', reply)}")
+
+    def attach_disk(self, image: Union[str, Path], serial: str, timeout: float = 120) -> str:
+        """Plug the raw disk image ``image`` into the running guest as a virtio disk (PCI
+        hotplug through QMP), through a qcow2 overlay of its own in the workdir, so the file
+        itself is never written; returns its device in the guest once it is there
+        (/dev/disk/by-id/virtio-<serial>). Removed with the VM."""
+        overlay = self.workdir / f"disk-{serial}.qcow2"
+        subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b", str(image),
+                        str(overlay)], check=True)
+        self.disk_overlays.append(overlay)
+        self._qmp([{"execute": "blockdev-add", "arguments": {
+                        "driver": "qcow2", "node-name": serial, "cache": {"no-flush": True},
+                        "file": {"driver": "file", "filename": str(overlay)}}},
+                   {"execute": "device_add", "arguments": {
+                        "driver": "virtio-blk-pci", "drive": serial, "id": serial, "serial": serial}}])
+        device = f"/dev/disk/by-id/virtio-{serial}"
+        self.run(f"for i in $(seq {int(timeout)}); do [ -b {device} ] && exit 0; sleep 1; done; "
+                 f"echo 'no {device} after {int(timeout)}s'; exit 1", timeout=timeout + 30, check=True)
+        return device
 
     # commands
     def _ssh_options(self, connect_timeout: int = 10, master: bool = True, user: str = "root") -> List[str]:
@@ -256,6 +300,34 @@ class Machine:
             raise AssertionError(f"in the {self.image.suite} VM, `{command}` (as {user}) exited "
                                  f"{res.returncode}\nstdout:\n{res.stdout[-4000:]}\n"
                                  f"stderr:\n{res.stderr[-4000:]}")
+        return res
+
+    def pipe_in(self, local_argv: Sequence[str], command: str, *, user: str = "root",
+                timeout: float = 600) -> subprocess.CompletedProcess:
+        """Run ``command`` in the guest with the output of ``local_argv`` (run on this host) as
+        its standard input, streamed: `docker save IMAGE` into `docker load` never holds the
+        image in memory. Returns the guest command's result (124 past ``timeout``); a local
+        command that fails makes it fail too, with that command's error in stderr."""
+        src = subprocess.Popen(list(local_argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        cmd = ["ssh", *self._ssh_options(user=user), f"{user}@127.0.0.1", "--", "bash", "-lc",
+               shlex.quote(command)]
+        try:
+            res = _decode(subprocess.run(cmd, stdin=src.stdout, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, timeout=timeout), True)
+        except subprocess.TimeoutExpired as exc:
+            res = subprocess.CompletedProcess(cmd, 124, _text(exc.stdout),
+                                              _text(exc.stderr) + f"\n(timed out after {timeout}s)")
+        finally:
+            src.stdout.close()
+            if src.poll() is None:
+                src.kill()
+            src_err = src.stderr.read().decode(errors="replace")
+            src.stderr.close()
+            src.wait()
+        if src.returncode != 0 and res.returncode == 0:
+            res.returncode = 1
+        if src.returncode != 0:
+            res.stderr += f"\n{' '.join(local_argv)} exited {src.returncode}: {src_err.strip()[-2000:]}"
         return res
 
     def put_checkout(self, src: Union[str, Path], dest: str, *, user: str = "root") -> int:

@@ -17,12 +17,14 @@ Containers and the network are labelled (io.simcluster.cluster=<name>, role, nod
 state-dir), so clusters made by an older simcluster (no state file) are still found and
 removed (orphans).
 
-Limits: `--privileged` node containers on a cgroup v1 host get a private cgroup namespace,
-so each node's slurmd sees its container's cgroup as the root of every hierarchy and
-manages the subtree below it as on a production node (proctrack/cgroup, task/cgroup,
-cgroup.conf: --mem, GPU devices, cores). Unprivileged containers cannot (their cgroup
-filesystems are read-only), nor, so far, containers on a cgroup v2 host (Slurm 22.05's
-cgroup/v2 plugin wants systemd inside); there nothing is enforced and `status` says why.
+Limits: `--privileged` node containers get a private cgroup namespace, so each node's
+slurmd sees its container's cgroup as the root and manages the subtree below it as on a
+production node (proctrack/cgroup, task/cgroup, cgroup.conf: --mem, GPU devices, cores):
+on a cgroup v1 host in every hierarchy; on a cgroup v2 host through Slurm's cgroup/v2
+plugin, with no systemd in the container (cgroup.conf IgnoreSystemd=yes) and the tree
+systemd would have made there made by the entrypoint (docker/entrypoint.sh). Unprivileged
+containers cannot (their cgroup filesystems are read-only): nothing is enforced, `status`
+says why, and on cgroup v2 slurmd loads a cgroup plugin that asks nothing of the tree.
 """
 
 from __future__ import annotations
@@ -52,6 +54,7 @@ from provisioner.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
 from provisioner.paths import ClusterLayout
 from provisioner.progress import Progress
 from provisioner.providers.docker import engine, image
+from provisioner.providers.local import cgroups
 from provisioner.providers.docker.engine import (LABEL_CLUSTER, LABEL_FAKE, LABEL_GPUS, LABEL_NODE, LABEL_ROLE,
                                                  LABEL_SPEC, LABEL_SPEC_JSON, LABEL_STATE, client, explain)
 from provisioner.providers.docker.exec_runner import DockerExecRunner, boot_id, forget
@@ -130,20 +133,16 @@ def boot_script(key: str, boots: List[Boot], ready: str = CONTROLLER_READY) -> s
 # Why a cluster's nodes get no cgroup limits (Placement.node_cgroups), by cause.
 UNPRIVILEGED_NOTE = ("not enforced: unprivileged containers cannot manage their cgroups "
                      "('up --privileged' enforces --mem, GPU devices and cores)")
-CGROUP_V2_NOTE = ("not enforced: the docker engine's host has cgroup v2, where simcluster does not yet "
-                  "enforce limits in containers (it does on cgroup v1 hosts with --privileged)")
 UNKNOWN_CGROUPS_NOTE = "not enforced: the docker engine does not say its host's cgroup version"
 
 
 def cgroups_note(privileged: bool, cgroup_version: Optional[str]) -> str:
-    """"" where the node containers can run Slurm's cgroup plugins (privileged, on a cgroup
-    v1 host: a private cgroup namespace each, its hierarchies writable), else why not.
-    ``cgroup_version`` is what the engine reports ("1", "2"; None: not said)."""
+    """"" where the node containers can run Slurm's cgroup plugins (privileged: a private
+    cgroup namespace each, writable; cgroup v1 or v2), else why not. ``cgroup_version`` is
+    what the engine reports ("1", "2"; None: not said)."""
     if not privileged:
         return UNPRIVILEGED_NOTE
-    if cgroup_version == "1":
-        return ""
-    return CGROUP_V2_NOTE if cgroup_version == "2" else UNKNOWN_CGROUPS_NOTE
+    return "" if cgroup_version in ("1", "2") else UNKNOWN_CGROUPS_NOTE
 
 
 def uses_cgroups(state: ClusterState) -> bool:
@@ -255,12 +254,12 @@ def containers_note(labels: Dict[str, str], tag: str, slurm_flag: str, probe) ->
     return ""
 
 
-def cgroups_described(spec: ClusterSpec, host_cpus: Optional[int]) -> str:
+def cgroups_described(spec: ClusterSpec, host_cpus: Optional[int], v2: bool = False) -> str:
     """Placement.node_cgroups of a cluster that enforces limits."""
     cores = ", cores)" if shape_is_real(spec, host_cpus) else \
         "; cores not pinned: the nodes claim more CPUs than the engine's host has)"
-    return ("enforced: proctrack/cgroup and task/cgroup in each node container's own cgroup namespace (--mem, "
-            "GPU devices" + cores)
+    return ("enforced: proctrack/cgroup and task/cgroup" + (" (cgroup v2)" if v2 else "") +
+            " in each node container's own cgroup namespace (--mem, GPU devices" + cores)
 
 
 def foreign_gpus_script(own: List[int]) -> str:
@@ -318,6 +317,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
         note = cgroups_note(spec.privileged, facts.get("cgroup_version"))
         state.provider_data["cgroups"] = not note
         state.provider_data["cgroups_note"] = note
+        state.provider_data["cgroup_version"] = facts.get("cgroup_version")
         if not note and (facts.get("cpus") or "").isdigit():
             state.provider_data["host_cpus"] = int(facts["cpus"])  # every container sees all of them
         state.save()  # before anything exists: a failed or interrupted up is found by `down`
@@ -478,6 +478,12 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
         # With cgroups, the CPUs every container sees: nodes that claim no more get their
         # cores pinned (ConstrainCores, task/affinity).
         host_cpus = state.provider_data.get("host_cpus") if use_cgroups else None
+        # cgroup v2 (older states did not record the version: v1, all they enforced on): the
+        # nodes have no systemd, so slurmd makes its slurmstepd scope itself; without limits
+        # it loads a cgroup plugin that asks nothing of the container's read-only tree
+        # (autodetect's cgroup/v2 stops slurmd there).
+        v2 = state.provider_data.get("cgroup_version") == "2"
+        release = spec.slurm_release or image.DEFAULT_SLURM
         # The container plugin, where provision found the nodes able to run it (older
         # states did not look: none).
         no_containers = state.provider_data.get("containers_note", "container options (--container-image, ...): "
@@ -488,6 +494,8 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
             paths=CONTAINER_PATHS, hostname=CONTROLLER_HOST, slurm_user="root",
             controller_port=state.controller_port, node_ports=dict(state.node_ports), nodes_are_hosts=True,
             controller_addr=None, task_prolog=False, cgroups=use_cgroups, host_cpus=host_cpus,
+            cgroup_ignore_systemd=use_cgroups and v2,
+            cgroup_plugin=cgroups.plugin_without_cgroups(release) if v2 and not use_cgroups else "autodetect",
             accounting=AccountingInputs(dbd_port=state.slurmdbd_port or DBD_PORT,
                                         storage_port=state.mariadb_port or STORAGE_PORT,
                                         dbd_host=CONTROLLER_HOST, dbd_addr=CONTROLLER_HOST) if spec.accounting
@@ -502,7 +510,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
             controller_where=f"container {container_name(state.name)}",
             node_etc_slurm=f"the cluster's config (mounted read-only, as {CONFIG_MOUNT} too)",
             node_network=f"a container each on docker network {network_name(state.name)} (own address and ports)",
-            node_cgroups=cgroups_described(spec, host_cpus) if use_cgroups else cg_note,
+            node_cgroups=cgroups_described(spec, host_cpus, v2) if use_cgroups else cg_note,
             shortfalls=[] if use_cgroups else [f"limits: {cg_note}"],
             usage=(f"use it: simcluster exec --name {state.name} -- sinfo   (job files: {layout.root / 'shared'} "
                    f"= {SHARED_MOUNT} in every node)\n" + (no_containers or CONTAINERS_OK)),

@@ -487,5 +487,11 @@ def slurm_plugin(nodes_use_cgroups: bool, slurm_version: Optional[str], root: Pa
     lists (it is used only by cgroup plugins)."""
     if nodes_use_cgroups or not is_v2(root):
         return "autodetect"
+    return plugin_without_cgroups(slurm_version)
+
+
+def plugin_without_cgroups(slurm_version: Optional[str]) -> str:
+    """The CgroupPlugin of nodes that use no cgroups on a cgroup v2 host (slurm_plugin; the
+    docker backend's unprivileged nodes too): "disabled" from Slurm 24.05 on, else cgroup/v1."""
     release = _release(slurm_version)
     return "disabled" if release and release >= (24, 5) else "cgroup/v1"

@@ -10,7 +10,7 @@ from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec
 from provisioner.paths import ClusterLayout
 from provisioner.providers.docker.engine import LABEL_CLUSTER, LABEL_SPEC_JSON
-from provisioner.providers.docker.provider import (CGROUP_V2_NOTE, UNPRIVILEGED_NOTE, DockerProvider, cgroups_note,
+from provisioner.providers.docker.provider import (UNPRIVILEGED_NOTE, DockerProvider, cgroups_note,
                                                    container_config, foreign_gpus_script)
 from provisioner.render import render_all
 from tests.unit.conftest import spec_from
@@ -56,13 +56,13 @@ def _state(tmp_path, spec, **provider_data) -> ClusterState:
     return state
 
 
-def test_only_privileged_containers_on_a_cgroup_v1_host_enforce_limits():
-    assert cgroups_note(True, "1") == ""
+def test_only_privileged_containers_enforce_limits_on_cgroup_v1_and_v2_hosts():
+    assert cgroups_note(True, "1") == "" and cgroups_note(True, "2") == ""
     assert cgroups_note(False, "1") == UNPRIVILEGED_NOTE and "'up --privileged'" in UNPRIVILEGED_NOTE
-    # cgroup v2: not enforced yet (Slurm 22.05's cgroup/v2 plugin wants systemd in the node).
-    assert cgroups_note(True, "2") == CGROUP_V2_NOTE and cgroups_note(False, "2") == UNPRIVILEGED_NOTE
+    assert cgroups_note(False, "2") == UNPRIVILEGED_NOTE
+    # An engine that does not say its host's cgroup version: nothing is promised.
     assert cgroups_note(True, None).startswith("not enforced: ")
-    for note in (UNPRIVILEGED_NOTE, CGROUP_V2_NOTE, cgroups_note(True, None)):
+    for note in (UNPRIVILEGED_NOTE, cgroups_note(True, None)):
         assert "\n" not in note and note.startswith("not enforced: ")
 
 
@@ -101,9 +101,34 @@ def test_placement_of_a_privileged_v1_cluster_renders_cgroup_plugins(tmp_path):
     pl = DockerProvider().placement(_state(tmp_path, big, cgroups=True, cgroups_note="", host_cpus=4))
     assert "cores not pinned" in pl.node_cgroups
     assert "ConstrainCores=no" in render_all(big, pl.render)["cgroup.conf"]
-    # Privileged on a cgroup v2 host: the reason, and nothing enforced.
-    pl = DockerProvider().placement(_state(tmp_path, s, cgroups=False, cgroups_note=CGROUP_V2_NOTE))
-    assert not pl.render.cgroups and pl.node_cgroups == CGROUP_V2_NOTE
+    # cgroup v1 (and states from before the version was recorded): autodetect finds it.
+    assert "IgnoreSystemd" not in conf["cgroup.conf"] and "CgroupPlugin=autodetect" in conf["cgroup.conf"]
+
+
+def test_placement_on_a_cgroup_v2_host(tmp_path):
+    """Privileged: cgroup/v2 with no systemd in the node (slurmd makes its own scope);
+    status says cgroup v2. Unprivileged: nothing enforced, and slurmd loads a cgroup plugin
+    that asks nothing of the read-only tree (autodetect's cgroup/v2 would stop it)."""
+    s = spec_from({"backend": "docker", "nodes": 2, "cpus": 2, "privileged": True})
+    pl = DockerProvider().placement(_state(tmp_path, s, cgroups=True, cgroups_note="", host_cpus=4,
+                                           cgroup_version="2"))
+    assert pl.node_cgroups == ("enforced: proctrack/cgroup and task/cgroup (cgroup v2) in each node container's "
+                               "own cgroup namespace (--mem, GPU devices, cores)")
+    conf = render_all(s, pl.render)
+    assert "ProctrackType=proctrack/cgroup" in conf["slurm.conf"]
+    assert "IgnoreSystemd=yes" in conf["cgroup.conf"] and "CgroupPlugin=autodetect" in conf["cgroup.conf"]
+    assert "ConstrainRAMSpace=yes" in conf["cgroup.conf"]
+    plain = spec_from({"backend": "docker", "nodes": 2})
+    pl = DockerProvider().placement(_state(tmp_path, plain, cgroups=False, cgroups_note=UNPRIVILEGED_NOTE,
+                                           cgroup_version="2"))
+    assert pl.node_cgroups == UNPRIVILEGED_NOTE and pl.shortfalls == [f"limits: {UNPRIVILEGED_NOTE}"]
+    conf = render_all(plain, pl.render)
+    assert "ProctrackType=proctrack/linuxproc" in conf["slurm.conf"]
+    assert "CgroupPlugin=cgroup/v1" in conf["cgroup.conf"] and "IgnoreSystemd" not in conf["cgroup.conf"]
+    newer = spec_from({"backend": "docker", "nodes": 2, "slurm": "24.11"})
+    pl = DockerProvider().placement(_state(tmp_path, newer, cgroups=False, cgroups_note=UNPRIVILEGED_NOTE,
+                                           cgroup_version="2"))
+    assert "CgroupPlugin=disabled" in render_all(newer, pl.render)["cgroup.conf"]
 
 
 def test_a_privileged_node_keeps_only_its_own_gpu_device_nodes(tmp_path):
