@@ -117,6 +117,12 @@ class JobTracker:
         proc = self.client.run(["squeue", "--noheader", "--array", "--states=all", f"--jobs={','.join(ids)}",
                                 "--format=%F|%i|%T|%r"], timeout=15)
         if proc.returncode != 0:
+            if "Invalid job id" not in proc.stderr:
+                # A call that timed out or failed (a host so busy that one squeue takes more
+                # than its limit, a docker exec under qemu's TCG): asked again at the next
+                # poll. Not one call per job: on such a host that sequence took minutes, and
+                # jobs that ended meanwhile were purged (MinJobAge) before they were seen.
+                return
             # One purged id makes squeue refuse the whole list: ask for each alone.
             if len(ids) > 1:
                 for one in ids:

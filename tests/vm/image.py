@@ -35,7 +35,6 @@ import hashlib
 import inspect
 import json
 import os
-import re
 import shutil
 import subprocess
 import sys
