@@ -54,10 +54,10 @@ from provisioner.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
 from provisioner.paths import ClusterLayout
 from provisioner.progress import Progress
 from provisioner.providers.docker import engine, image
-from provisioner.providers.local import cgroups
 from provisioner.providers.docker.engine import (LABEL_CLUSTER, LABEL_FAKE, LABEL_GPUS, LABEL_NODE, LABEL_ROLE,
                                                  LABEL_SPEC, LABEL_SPEC_JSON, LABEL_STATE, client, explain)
 from provisioner.providers.docker.exec_runner import DockerExecRunner, boot_id, forget
+from provisioner.providers.local import cgroups
 from provisioner.render import AccountingInputs, RenderInputs, shape_is_real
 
 CONTROLLER_HOST = "slurmctld"
@@ -134,14 +134,22 @@ def boot_script(key: str, boots: List[Boot], ready: str = CONTROLLER_READY) -> s
 UNPRIVILEGED_NOTE = ("not enforced: unprivileged containers cannot manage their cgroups "
                      "('up --privileged' enforces --mem, GPU devices and cores)")
 UNKNOWN_CGROUPS_NOTE = "not enforced: the docker engine does not say its host's cgroup version"
+# The image feature (io.simcluster.features) of an entrypoint that prepares a node's cgroup
+# v2 tree for Slurm (docker/entrypoint.sh).
+CGROUP2_FEATURE = "cgroup2"
 
 
-def cgroups_note(privileged: bool, cgroup_version: Optional[str]) -> str:
+def cgroups_note(privileged: bool, cgroup_version: Optional[str], features: Optional[List[str]] = None,
+                 tag: str = "") -> str:
     """"" where the node containers can run Slurm's cgroup plugins (privileged: a private
-    cgroup namespace each, writable; cgroup v1 or v2), else why not. ``cgroup_version`` is
-    what the engine reports ("1", "2"; None: not said)."""
+    cgroup namespace each, writable; cgroup v1, or v2 with an image whose entrypoint
+    prepares the tree), else why not. ``cgroup_version`` is what the engine reports ("1",
+    "2"; None: not said); ``features``: the image's (None: not asked)."""
     if not privileged:
         return UNPRIVILEGED_NOTE
+    if cgroup_version == "2" and features is not None and CGROUP2_FEATURE not in features:
+        return (f"not enforced: image {tag} was built before cgroup v2 support (the docker engine's host has "
+                "cgroup v2); rebuild it: simcluster image build")
     return "" if cgroup_version in ("1", "2") else UNKNOWN_CGROUPS_NOTE
 
 
@@ -314,7 +322,8 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
         # cgroup limits where the containers can manage their own cgroups (cgroups_note);
         # decided once, here, and kept in the state: placement() reads no engine.
         facts = engine.host_facts()
-        note = cgroups_note(spec.privileged, facts.get("cgroup_version"))
+        labels = image.image_labels(tag) or {}
+        note = cgroups_note(spec.privileged, facts.get("cgroup_version"), image.image_features(labels), tag)
         state.provider_data["cgroups"] = not note
         state.provider_data["cgroups_note"] = note
         state.provider_data["cgroup_version"] = facts.get("cgroup_version")
@@ -328,7 +337,6 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
             raise explain(exc, f"creating network {network_name(spec.name)}") from None
 
         apparmor = "apparmor" in (facts.get("security") or "").split(",")
-        labels = image.image_labels(tag) or {}
         # Images that can boot (the entrypoint starts the daemons `up` plans for it) are only
         # made here; the "machines" step starts them once the configs are written
         # (boot_machines). Older images are started at once, their daemons by the steps.

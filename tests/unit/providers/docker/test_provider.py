@@ -60,6 +60,11 @@ def test_only_privileged_containers_enforce_limits_on_cgroup_v1_and_v2_hosts():
     assert cgroups_note(True, "1") == "" and cgroups_note(True, "2") == ""
     assert cgroups_note(False, "1") == UNPRIVILEGED_NOTE and "'up --privileged'" in UNPRIVILEGED_NOTE
     assert cgroups_note(False, "2") == UNPRIVILEGED_NOTE
+    # An image whose entrypoint does not prepare the cgroup v2 tree (built before): not on v2.
+    old = cgroups_note(True, "2", ["accounting", "containers", "boot"], "img:old")
+    assert old.startswith("not enforced: image img:old was built before cgroup v2") and "simcluster image build" in old
+    assert cgroups_note(True, "1", ["accounting"], "img:old") == ""
+    assert cgroups_note(True, "2", ["boot", "cgroup2"], "img:new") == ""
     # An engine that does not say its host's cgroup version: nothing is promised.
     assert cgroups_note(True, None).startswith("not enforced: ")
     for note in (UNPRIVILEGED_NOTE, cgroups_note(True, None)):
