@@ -29,7 +29,7 @@ import time
 import pytest
 
 from tests.vm import docker_disk
-from tests.vm.conftest import CHECK_TIMEOUT_S, CHECKOUT, GUEST_LOG_ROOT, guest_platform, vm_make_setup
+from tests.vm.conftest import CHECK_TIMEOUT_S, CHECKOUT, guest_platform, vm_make_setup
 
 pytestmark = [pytest.mark.vm]
 
@@ -102,7 +102,7 @@ def test_docker_privileged_enforces_limits_through_cgroup_v2(docker_guest, vm_ti
     assert status["node_cgroups"].startswith("enforced") and "cgroup v2" in status["node_cgroups"], status
     started = time.monotonic()
     res = vm.run(f"cd /tmp && {SIMCLUSTER} verify --name {PRIVILEGED} --suite basic --json "
-                 f"--timeout {CHECK_TIMEOUT_S} --logs-dir {GUEST_LOG_ROOT}/{PRIVILEGED}", timeout=1800)
+                 f"--timeout {CHECK_TIMEOUT_S}", timeout=1800)
     timings["docker_verify_basic"] = round(time.monotonic() - started, 1)
     assert res.stdout.strip(), f"no JSON report (exit {res.returncode}):\n{res.stderr[-6000:]}"
     report = json.loads(res.stdout)
