@@ -114,28 +114,26 @@ class JobTracker:
                 self._cond.wait(self.client.poll_s)
 
     def _poll(self, ids: List[str]) -> None:
-        proc = self.client.run(["squeue", "--noheader", "--array", "--states=all", f"--jobs={','.join(ids)}",
-                                "--format=%F|%i|%T|%r"], timeout=15)
-        if proc.returncode != 0:
-            if "Invalid job id" not in proc.stderr:
-                # A call that timed out or failed (a host so busy that one squeue takes more
-                # than its limit, a docker exec under qemu's TCG): asked again at the next
-                # poll. Not one call per job: on such a host that sequence took minutes, and
-                # jobs that ended meanwhile were purged (MinJobAge) before they were seen.
-                return
-            # One purged id makes squeue refuse the whole list: ask for each alone.
-            if len(ids) > 1:
-                for one in ids:
-                    self._poll([one])
-                return
-            if "Invalid job id" in proc.stderr:
-                with self._cond:
-                    view = self._views[ids[0]]
-                    view.gone = True
-            return
         # Keyed by %F, the array's base job id: %A is each element's own job id, and the
         # base id's record is just the element left in the array's record (often the last
         # to start), so waiting on it alone could end while other tasks still ran.
+        fmt = "--format=%F|%i|%T|%r"
+        proc = self.client.run(["squeue", "--noheader", "--array", "--states=all", f"--jobs={','.join(ids)}", fmt],
+                               timeout=15)
+        every_job = False
+        if proc.returncode != 0:
+            if "Invalid job id" not in proc.stderr:
+                # A call that timed out or failed (a host so busy that one squeue takes more
+                # than its limit, a docker exec under qemu's TCG): asked again at the next poll.
+                return
+            # One purged id makes squeue refuse the whole list: one listing of every job
+            # instead, where the ids that are not listed are gone. (Asking for each alone was
+            # a call per job: on a slow host minutes, in which jobs that ended were purged,
+            # MinJobAge, before they were ever seen.)
+            proc = self.client.run(["squeue", "--noheader", "--array", "--states=all", fmt], timeout=15)
+            if proc.returncode != 0:
+                return
+            every_job = True
         seen: Dict[str, Dict[str, TaskState]] = {}
         for line in proc.stdout.splitlines():
             parts = line.strip().split("|")
@@ -146,7 +144,7 @@ class JobTracker:
                 view = self._views[job_id]
                 if job_id in seen:
                     view.tasks = seen[job_id]
-                elif view.tasks:
+                elif view.tasks or every_job:
                     view.gone = True  # purged after it ended
 
     # -- waiting --------------------------------------------------------------------------
