@@ -56,8 +56,10 @@ GUEST_PACKAGES = [
     "initramfs-tools", KERNEL_PACKAGE, "less", "psmisc", "util-linux",
 ]
 # Per suite, on top: bookworm's image also hosts the docker backend's case (Debian's docker.io,
+# and apparmor, which a stock install of docker.io brings (a Recommends): the engine confines
+# unprivileged containers with its docker-default profile through apparmor_parser;
 # its engine disabled at boot: the case starts it, the other cases never see it).
-SUITE_PACKAGES = {"bookworm": ["docker.io"], "trixie": []}
+SUITE_PACKAGES = {"bookworm": ["docker.io", "apparmor"], "trixie": []}
 # virtio_blk carries /dev/vda; ext4 is built into the cloud kernel.
 INITRAMFS_MODULES = ["virtio_pci", "virtio_blk"]
 # Room for `make setup`'s venv, clusters, logs; the file is sparse, unused space costs nothing.
