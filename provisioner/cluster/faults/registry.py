@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from provisioner.cluster.faults import daemons, drain, job, kill, pause
+from provisioner.cluster.faults import daemons, drain, job, kill, net, pause
 from provisioner.cluster.lifecycle.repair import HOLD_REASON, repair
 from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.model.provider import NodeProcesses
@@ -58,6 +58,7 @@ class Fault:
     # What heal does for a record of it still in effect after the repair (which restarts the
     # daemons a fault killed and unpauses): drain -> undrain. None: the repair undoes it.
     undo: Optional[Callable[[Cluster, Dict], str]] = None
+    undo_first: bool = False  # heal runs its undo before the repair (which would take the node for hung)
     node_problem: str = ""  # what `status` says of a node while it is in effect ("" for nothing)
     needs: Optional[type] = None  # the provider capability it needs (None: every backend)
     progress: bool = False  # its inject function takes progress=, for lines on standard error
@@ -79,11 +80,14 @@ def heal(c: Cluster, timeout: Optional[float] = 120.0, progress: Progress = lamb
     if c.state.phase == "stopped":
         raise UsageError(f"cluster '{c.name}' is stopped", f"start it: simcluster start --name {c.name}")
     timeout = timeout or c.spec.wait
+    kinds = by_verb()
+    first = [(f, kinds[f["what"]]) for f in c.state.faults if f.get("what") in kinds and kinds[f["what"]].undo_first]
+    reconnected = [kind.undo(c, f) for f, kind in first if kind.undo]
+    c.state.faults = [f for f in c.state.faults if all(f is not g for g, _ in first)]
     # Daemons first: undraining needs slurmctld.
     restarted = repair(c, progress, timeout)
-    undone = [f"restarted {what}" if not what.endswith("(resumed)") else f"resumed {what.split()[0]}"
-              for what in restarted]
-    kinds = by_verb()
+    undone = reconnected + [f"restarted {what}" if not what.endswith("(resumed)") else f"resumed {what.split()[0]}"
+                            for what in restarted]
     left = [(f, kinds.get(f.get("what"))) for f in c.state.faults]
     undone += [kind.undo(c, f) for f, kind in left if kind and kind.undo]
     c.state.faults = [f for f, kind in left if not (kind and kind.undo)]
@@ -108,6 +112,10 @@ FAULTS: Tuple[Fault, ...] = (
           "Drain a node (scontrol update state=DRAIN): running jobs finish, no new ones start.",
           params=(Param("--reason", "TEXT", "Why (shown by sinfo -R and status).", required=True),),
           undo=drain.undrain),
+    Fault("net", NODE, net.disconnect_node,
+          "Take a node off the network, its processes running on (its eth0 down): slurmctld marks it "
+          "not responding, then DOWN after SlurmdTimeout; heal brings the link back.",
+          undo=net.reconnect, undo_first=True, node_problem="off the network by 'simcluster fault net'"),
     Fault("kill-controller", CLUSTER, daemons.kill_controller,
           "SIGKILL slurmctld; 'fault heal', 'start' or 'up' restart it from its saved state."),
     Fault("stop-accounting", CLUSTER, daemons.stop_accounting,
