@@ -6,7 +6,9 @@ provider's provisioning step (install) before any node starts:
 - fake-gpus.json (render_fake_gpus): every node's GPU count and model as nvidia-smi
   reports it (provisioner/config/gpus.py: the node's gpuModel, else its gpuType's model,
   else a generic one), and the driver and CUDA versions shown;
-- bin/nvidia-smi: a copy of nvidia_smi.py, executable. Jobs find it first on PATH: the
+- bin/nvidia-smi: nvidia_smi.py and smi_output.py in one executable file (a Python zip
+  application: a `#!/usr/bin/env python3` line, then a zip of both and a __main__.py that
+  calls nvidia_smi.main), so a docker node mounts one file. Jobs find it first on PATH: the
   local backend's TaskProlog puts that bin/ there (configs/templates/task_prolog.sh.j2),
   docker node containers have it mounted at /usr/local/bin/nvidia-smi, and `simcluster
   env` puts it on the login side's PATH.
@@ -19,8 +21,10 @@ real nvidia-smi.
 
 from __future__ import annotations
 
+import io
 import json
 import os
+import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -29,6 +33,7 @@ from provisioner.config.gpus import model_of
 from provisioner.config.types import ClusterSpec, NodeSpec
 
 SHIM_SOURCE = Path(__file__).resolve().with_name("nvidia_smi.py")
+SHIM_MODULES = (SHIM_SOURCE, SHIM_SOURCE.with_name("smi_output.py"))  # what bin/nvidia-smi holds
 SHIM_DIR = "bin"  # in the config directory
 SHIM_NAME = "nvidia-smi"
 # Docker node containers: where the shim is mounted, on every PATH.
@@ -68,6 +73,19 @@ def shim_path(config_dir: Path) -> Path:
     return shim_dir(config_dir) / SHIM_NAME
 
 
+def shim_bytes() -> bytes:
+    """bin/nvidia-smi: the shim's modules as a Python zip application (as zipapp makes one),
+    with fixed timestamps so that the same sources give the same file."""
+    buf = io.BytesIO()
+    buf.write(b"#!/usr/bin/env python3\n")
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+        entries = [(m.name, m.read_bytes()) for m in SHIM_MODULES]
+        entries.append(("__main__.py", b"import sys\nimport nvidia_smi\nsys.exit(nvidia_smi.main())\n"))
+        for name, data in entries:
+            z.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data, zipfile.ZIP_DEFLATED)
+    return buf.getvalue()
+
+
 def install(spec: ClusterSpec, config_dir: Path) -> List[Path]:
     """Write fake-gpus.json and bin/nvidia-smi into ``config_dir`` (on this host) for a
     cluster with fake GPUs; nothing for one without. Returns the files written."""
@@ -80,7 +98,7 @@ def install(spec: ClusterSpec, config_dir: Path) -> List[Path]:
     shim = shim_path(config_dir)
     shim.parent.mkdir(parents=True, exist_ok=True)
     # Written in place (same inode): a docker node container mounts this very file.
-    shim.write_text(SHIM_SOURCE.read_text())
+    shim.write_bytes(shim_bytes())
     os.chmod(shim, 0o755)
     os.chmod(shim.parent, 0o755)  # jobs may run as other users than the cluster's owner
     return [data, shim]
