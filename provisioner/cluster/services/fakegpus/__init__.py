@@ -78,11 +78,11 @@ def shim_bytes() -> bytes:
     with fixed timestamps so that the same sources give the same file."""
     buf = io.BytesIO()
     buf.write(b"#!/usr/bin/env python3\n")
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
+    with zipfile.ZipFile(buf, "w") as z:  # stored, not deflated: no zlib needed where jobs run
         entries = [(m.name, m.read_bytes()) for m in SHIM_MODULES]
         entries.append(("__main__.py", b"import sys\nimport nvidia_smi\nsys.exit(nvidia_smi.main())\n"))
         for name, data in entries:
-            z.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data, zipfile.ZIP_DEFLATED)
+            z.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data)
     return buf.getvalue()
 
 
