@@ -24,9 +24,11 @@ class Controller(Runner):
 
     where = "ctl"
 
-    def __init__(self, slurmctld_up: bool = True, files=None, node_files=None, systemd: bool = False):
+    def __init__(self, slurmctld_up: bool = True, files=None, node_files=None, systemd: bool = False,
+                 controller_host: str = "ctl"):
         self.up = slurmctld_up
         self.systemd = systemd  # the hosts run systemd: `systemctl is-active` answers
+        self.controller_host = controller_host
         self.files = {"/etc/slurm/gres.conf": GRES.encode(), **(files or {})}
         self.node_files = node_files or {}  # path -> text, as the compute nodes have it
         self.calls = []
@@ -45,7 +47,8 @@ class Controller(Runner):
             if not self.systemd:
                 return ""
             units = script.split("for u in ", 1)[1].split(";", 1)[0].split()
-            hosts = ["node1", "node2"] if argv[0] == "srun" else ["ctl"]
+            # The controller's host is node1 too when the controller answers as "node1".
+            hosts = ["node1", "node2"] if argv[0] == "srun" else [self.controller_host]
             return "".join(f"{h} {u} {'inactive' if (h, u) == ('node2', 'munge') else 'active'}\n"
                            for h in hosts for u in units)
         if argv[0] == "sh":

@@ -50,6 +50,10 @@ def test_status_over_ssh_shows_each_hosts_services_as_systemd_reports_them():
     assert st.services == {"ctl": {"munge": "active", "slurmctld": "active"},
                            "node1": {"munge": "active", "slurmd": "active"},
                            "node2": {"munge": "inactive", "slurmd": "active"}}
+    # The controller's host is a compute node too: its units under its one name.
+    assert cluster_status(deployed(systemd=True, controller_host="node1")).services == {
+        "node1": {"munge": "active", "slurmctld": "active", "slurmd": "active"},
+        "node2": {"munge": "inactive", "slurmd": "active"}}
     # Hosts without systemd (containers: simcluster-daemon runs the daemons): nothing to show.
     assert cluster_status(deployed()).services == {}
     # A controller that does not answer: nodes are not asked.
