@@ -65,6 +65,8 @@ def command(ctx, name, as_json, **where):
         for key, label in FACTS:
             if st.get(key):
                 click.echo(f"  {label}: {st[key]}")
+        for host, units in (st.get("services") or {}).items():
+            click.echo(f"  services on {host} (systemd): " + ", ".join(f"{u} {s}" for u, s in units.items()))
         gpu_hdr = "GPUS(fake)" if st["fake_gpus"] else "GPUS"
         click.echo(f"  {'NODE':<14} {'STATE':<12} {'CPUS':>5} {'MEMORY':>8}  {gpu_hdr:<10} {'PORT':>5}  SLURMD  REASON")
         for n in st["nodes"]:

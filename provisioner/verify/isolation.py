@@ -290,7 +290,7 @@ def check_isolation(ctx: VerifyContext) -> Outcome:
     nodes = members[:2]
     parts = Parts()
     limit = ctx.limit(60)
-    python = f"{ctx.target.python_bin}/python"
+    python = stdlib_python(ctx)
 
     run_net = facts.own_network
     if not run_net:
@@ -386,6 +386,14 @@ LIMITS_SH = """#!/bin/bash
 """
 
 
+def stdlib_python(ctx: VerifyContext) -> str:
+    """The python these checks' programs (standard library only) run with, as a shell word:
+    the jobs' python (the target's venv), or the node's python3 where that venv is not there
+    (a cluster deployed without --training: no /opt/simcluster/venv on its hosts)."""
+    venv = f"{ctx.target.python_bin}/python"
+    return f'"$(if [ -x {venv} ]; then echo {venv}; else echo python3; fi)"'
+
+
 def inline_python(script: str, var: str, program: str) -> str:
     """``script`` with its ``@@VAR@@`` line made a shell variable holding ``program`` (run as
     `python -c "$VAR"`): the program travels inside the batch script, so the nodes need no
@@ -426,7 +434,7 @@ def check_limits(ctx: VerifyContext) -> Outcome:
     limit = ctx.limit(60)
     script = inline_python(LIMITS_SH.format(mem=LIMIT_MEM_MB, time=ctx.time_minutes(limit),
                                             partition_line=partition_line(part),
-                                            python=f"{ctx.target.python_bin}/python", alloc=ALLOC_MB),
+                                            python=stdlib_python(ctx), alloc=ALLOC_MB),
                            "LIMITS_PY", LIMITS_PY)
     t0 = time.monotonic()
     job = ctx.submit(check, script, [f"--nodelist={node}"], name="limits.sh")

@@ -65,6 +65,8 @@ INITRAMFS_MODULES = ["virtio_pci", "virtio_blk"]
 # Room for `make setup`'s venv, clusters, logs; the file is sparse, unused space costs nothing.
 IMAGE_FREE_BYTES = 3 * 1024 ** 3
 RUNNER_USER = "runner"
+# qemu's MAC for the first NIC given none (machine.py's user-network NIC).
+USER_NIC_MAC = "52:54:00:12:34:56"
 
 
 def cache_root() -> Path:
@@ -183,10 +185,12 @@ def _configure(root: Path, suite: str, pubkey: str) -> None:
     _write(root / "etc/hosts", "127.0.0.1 localhost\n127.0.1.1 simvm\n::1 localhost ip6-localhost\n")
     # qemu's user network, its fixed addresses (no DHCP round under TCG): guest 10.0.2.15,
     # gateway 10.0.2.2, DNS 10.0.2.3. The NIC keeps the name a stock install gives it (enp0s*,
-    # predictable naming), not eth0.
+    # predictable naming), not eth0. Only the user-network NIC, by the MAC qemu gives the first
+    # NIC without one (USER_NIC_MAC): a VM with a second NIC (a cluster network between VMs,
+    # tests/vm/cluster.py) configures that one itself.
     _write(root / "etc/systemd/network/20-wired.network",
-           "[Match]\nName=en*\n\n[Network]\nAddress=10.0.2.15/24\nGateway=10.0.2.2\n"
-           "DNS=10.0.2.3\n")
+           f"[Match]\nName=en*\nMACAddress={USER_NIC_MAC}\n\n[Network]\nAddress=10.0.2.15/24\n"
+           "Gateway=10.0.2.2\nDNS=10.0.2.3\n")
     resolv = root / "etc/resolv.conf"
     if resolv.is_symlink() or resolv.exists():
         resolv.unlink()

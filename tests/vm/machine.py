@@ -122,6 +122,12 @@ class Machine:
 
     # lifecycle
     def start(self) -> "Machine":
+        return self.launch().wait_ready()
+
+    def launch(self) -> "Machine":
+        """Start qemu and return (the guest boots on); wait_ready() waits for it. Several
+        machines launched one after the other boot at once. Call from the thread that lives as
+        long as the VM: qemu dies with the thread that started it (PR_SET_PDEATHSIG)."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         subprocess.run(["qemu-img", "create", "-q", "-f", "qcow2", "-F", "raw", "-b",
                         str(self.image.disk), str(self.overlay)], check=True)
@@ -135,6 +141,12 @@ class Machine:
             time.sleep(0.5)
             if self.proc.poll() is None or "hostfwd" not in self._qemu_stderr():
                 break
+        self._launched = started
+        return self
+
+    def wait_ready(self) -> "Machine":
+        """Wait until the launched guest answers ssh; add the host's CAs. Stops it on failure."""
+        started = self._launched
         try:
             self._wait_for_ssh(started)
             self._install_host_cas()

@@ -78,6 +78,9 @@ class ClusterStatus:
     containers: str = ""
     # Slurm's REST API (rest: true): slurmrestd alive, its URL, the API versions it serves.
     rest: Dict = field(default_factory=dict)
+    # A deployed cluster on systemd hosts: {host: {unit: state}} as systemd reports them
+    # (`systemctl is-active`); {} elsewhere.
+    services: Dict[str, Dict[str, str]] = field(default_factory=dict)
 
     def to_dict(self) -> Dict:
         return asdict(self)
@@ -134,6 +137,8 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
         munged=DaemonStatus(alive=bool(munged_keys) and all(alive[k] for k in munged_keys),
                             host=", ".join(cluster.runner(k.partition(":")[2] or CONTROLLER).where
                                            for k in munged_keys) or "?"),
+        services=cluster.provider.host_services(st, pl, [n.name for n in nodes if n.slurmd_alive])
+        if not managed and states is not None else {},
         accounting=acct, rest=api, nodes=nodes, faults=[dict(f) for f in st.faults], node_etc_slurm=pl.node_etc_slurm,
         node_network=pl.node_network, node_cgroups=pl.node_cgroups,
         node_boot_time=pl.node_boot_time, containers=containers_line(pl.render),

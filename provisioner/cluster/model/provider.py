@@ -220,6 +220,11 @@ class ReadOnly(ABC):
         """{file name: contents} of the cluster's config directory (``placement.paths.etc``),
         read where it is."""
 
+    def host_services(self, state: ClusterState, placement: Placement, nodes: List[str]) -> Dict[str, Dict[str, str]]:
+        """{host: {systemd unit: its state}} of the cluster's services, asked on the controller
+        and on ``nodes`` (those whose slurmd answers); {} where no host runs systemd."""
+        return {}
+
 
 class Scalable(ABC):
     """A provider whose clusters take and lose nodes while running (`simcluster scale`,

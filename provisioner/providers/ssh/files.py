@@ -47,7 +47,9 @@ def _tar_gz(src: Path) -> bytes:
 class SSHJobFiles(JobFiles):
     """Job files on the controller and every compute node of ``spec``, through ``client``."""
 
-    def __init__(self, client: SlurmClient, spec: ClusterSpec, root: Path = RUN_ROOT, timeout: float = 60.0):
+    # An srun to the nodes is a job of its own: it waits for room on nodes that other checks'
+    # jobs fill, minutes where jobs are slow (VMs without KVM), not only its own run time.
+    def __init__(self, client: SlurmClient, spec: ClusterSpec, root: Path = RUN_ROOT, timeout: float = 300.0):
         self.client = client
         self.root = Path(root)
         self.timeout = timeout

@@ -27,7 +27,7 @@ from provisioner.errors import UsageError
 from provisioner.progress import Progress
 from provisioner.providers.ssh.accounting import ACCOUNTING_DAEMONS, pids_alive, rest_url, storage_port
 from provisioner.providers.ssh.cluster import (ControllerUnavailable, _int, node_groups, parse_config,
-                                               probe_gpus_fake, read_cluster_with)
+                                               probe_gpus_fake, read_cluster_with, srun_on_nodes)
 from provisioner.providers.ssh.files import RUN_ROOT, SSHJobFiles
 from provisioner.providers.ssh.remote_runners import ComputeNodeRunner, SSHRunner
 from provisioner.providers.ssh.session import SSHSession
@@ -44,6 +44,22 @@ def slurmd_answers(state: str) -> bool:
     """A node state in which slurmd answers slurmctld ('*' = not responding)."""
     base = state.lower()
     return not base.endswith("*") and not base.startswith(("down", "unknown", "future"))
+
+
+def _services_script(units: List[str]) -> str:
+    """Prints `HOST UNIT STATE` per unit where systemd runs (SLURMD_NODENAME names a compute
+    node, else the short host name), nothing elsewhere."""
+    return ('[ -d /run/systemd/system ] || exit 0; h=${SLURMD_NODENAME:-$(hostname -s)}; for u in '
+            + " ".join(units) + '; do echo "$h $u $(systemctl is-active "$u" 2>/dev/null || true)"; done')
+
+
+def _parse_services(text: str) -> Dict[str, Dict[str, str]]:
+    found: Dict[str, Dict[str, str]] = {}
+    for line in text.splitlines():
+        parts = line.split()
+        if len(parts) == 3:
+            found.setdefault(parts[0], {})[parts[1]] = parts[2]
+    return found
 
 
 def _dir_of(value: Optional[str], default: str) -> str:
@@ -187,6 +203,29 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
             ns = (states or {}).get(node)
             alive[f"slurmd:{node}"] = bool(ns) and slurmd_answers(ns.state)
         return alive
+
+    def host_services(self, state: ClusterState, placement: Placement, nodes: List[str]) -> Dict[str, Dict[str, str]]:
+        """`systemctl is-active` of the roles' units: on the controller over SSH (munge,
+        slurmctld, and slurmdbd, simcluster-mariadb, simcluster-slurmrestd where the spec has
+        them), on ``nodes`` with one srun (munge, slurmd). {} where the controller has no
+        systemd (containers: simcluster-daemon runs the daemons there)."""
+        spec = state.cluster_spec
+        ctl_units = ["munge", "slurmctld"] + (["simcluster-mariadb", "slurmdbd"] if spec.accounting else []) + \
+            (["simcluster-slurmrestd"] if spec.rest else [])
+        res = self.controller().run(["sh", "-c", _services_script(ctl_units)], timeout=30)
+        found = _parse_services(res.stdout)
+        if not found:
+            return {}
+        client = SlurmClient(self.controller(), {"SLURM_CONF": placement.paths.slurm_conf}, poll_s=self.poll_s)
+        for part, members in node_groups(spec):
+            ask = [n for n in members if n in nodes]
+            if ask:
+                res = srun_on_nodes(client, part, ask, ["sh", "-c", _services_script(["munge", "slurmd"])],
+                                    timeout=60)
+                # The controller's host may be a compute node too: its units under one name.
+                for host, units in _parse_services(res.stdout).items():
+                    found.setdefault(host, {}).update(units)
+        return found
 
     def config_files(self, state: ClusterState, placement: Placement) -> Dict[str, bytes]:
         """The readable files of the controller's config directory (not its subdirectories)."""

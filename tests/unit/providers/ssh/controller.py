@@ -24,8 +24,11 @@ class Controller(Runner):
 
     where = "ctl"
 
-    def __init__(self, slurmctld_up: bool = True, files=None, node_files=None):
+    def __init__(self, slurmctld_up: bool = True, files=None, node_files=None, systemd: bool = False,
+                 controller_host: str = "ctl"):
         self.up = slurmctld_up
+        self.systemd = systemd  # the hosts run systemd: `systemctl is-active` answers
+        self.controller_host = controller_host
         self.files = {"/etc/slurm/gres.conf": GRES.encode(), **(files or {})}
         self.node_files = node_files or {}  # path -> text, as the compute nodes have it
         self.calls = []
@@ -39,6 +42,15 @@ class Controller(Runner):
         return Result(argv, 0, answer, "")
 
     def _answer(self, argv):
+        script = argv[argv.index("-c") + 1] if "-c" in argv else ""
+        if "systemctl is-active" in script:  # host_services: `HOST UNIT STATE` lines where systemd runs
+            if not self.systemd:
+                return ""
+            units = script.split("for u in ", 1)[1].split(";", 1)[0].split()
+            # The controller's host is node1 too when the controller answers as "node1".
+            hosts = ["node1", "node2"] if argv[0] == "srun" else [self.controller_host]
+            return "".join(f"{h} {u} {'inactive' if (h, u) == ('node2', 'munge') else 'active'}\n"
+                           for h in hosts for u in units)
         if argv[0] == "sh":
             return ""  # munge round trip, mkdir
         if argv[0] == "find":  # the config directory's files

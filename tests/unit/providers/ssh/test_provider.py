@@ -45,6 +45,21 @@ def test_status_over_ssh_reads_nodes_gpus_and_fake_devices():
         ("node1", "node1", "idle", [0], 4, 4096, 6818, True), ("node2", "node2", "idle", [1], 4, 4096, 6818, True)]
 
 
+def test_status_over_ssh_shows_each_hosts_services_as_systemd_reports_them():
+    st = cluster_status(deployed(systemd=True))
+    assert st.services == {"ctl": {"munge": "active", "slurmctld": "active"},
+                           "node1": {"munge": "active", "slurmd": "active"},
+                           "node2": {"munge": "inactive", "slurmd": "active"}}
+    # The controller's host is a compute node too: its units under its one name.
+    assert cluster_status(deployed(systemd=True, controller_host="node1")).services == {
+        "node1": {"munge": "active", "slurmctld": "active", "slurmd": "active"},
+        "node2": {"munge": "inactive", "slurmd": "active"}}
+    # Hosts without systemd (containers: simcluster-daemon runs the daemons): nothing to show.
+    assert cluster_status(deployed()).services == {}
+    # A controller that does not answer: nodes are not asked.
+    assert cluster_status(deployed(systemd=True, slurmctld_up=False)).services == {}
+
+
 def test_status_over_ssh_of_a_dead_controller_is_unhealthy_not_an_error():
     st = cluster_status(deployed(slurmctld_up=False))
     assert not st.healthy and st.phase == "stopped" and not st.controller.alive and st.nodes == []

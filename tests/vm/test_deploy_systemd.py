@@ -1,0 +1,247 @@
+"""`simcluster deploy` to systemd hosts reached as a sudo user: two bookworm VMs, cgroup v2.
+
+The rig (tests/vm/cluster.py): node1 (controller and compute) and node2 (compute), booted
+once for this module from the cached bookworm image, on a network only they share; ssh from
+this machine as ``runner`` (passwordless sudo, the image's key; root cannot log in), through
+ports forwarded on 127.0.0.1. The inventory says ``ansible_become=true`` and asks for cgroup
+limits (``proctrack/cgroup``, ``task/cgroup,task/affinity``).
+
+deploy (munge, slurmctld, slurmd: Debian's systemd units, the project's configs) -> the units
+run under systemd, slurmd's jobs in its delegated cgroup v2 subtree -> `status --ssh` is
+healthy and shows each host's services as systemd reports them -> `verify --ssh --suite
+basic` passes, basic.limits included (a job over its --mem ends OUT_OF_MEMORY) -> a second
+deploy changes nothing -> slurmd killed: the unit stays down (no Restart= in Debian's unit),
+Slurm marks the node not responding, `systemctl start` brings it back -> node2 rebooted: back and idle by itself -> the controller's VM rebooted with a job
+queued: the job runs after it. Every qemu is stopped by the fixture, also on failure.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_cli
+from tests.vm.cluster import VMCluster
+from tests.vm.machine import qemu_missing
+
+pytestmark = [pytest.mark.vm]
+
+NAMES = ["node1", "node2"]
+SPEC = """apiVersion: simcluster/v1
+kind: Cluster
+name: {name}
+fakeGpus: true
+nodes:
+  - {{name: node1, gpus: [0], cpus: 2, memory: 1G}}
+  - {{name: node2, gpus: [1], cpus: 2, memory: 1G}}
+partitions:
+  - {{name: main, nodes: ALL, default: true}}
+"""
+# What a production cluster on cgroup v2 hosts runs (docs/deploy.md, Inventory).
+CGROUP_VARS = ["slurm_proctrack_type=proctrack/cgroup", "slurm_task_plugin=task/cgroup,task/affinity"]
+# verify's per-check limit in the guests: CPU work there is 20-30x slower (tests/vm/conftest.py).
+CHECK_TIMEOUT_S = 300
+TIMINGS: dict = {}
+
+
+@pytest.fixture(scope="module")
+def rig(vm_machines, tmp_path_factory, vm_timings):
+    if qemu_missing():
+        pytest.skip(f"cannot run VMs on this host: {qemu_missing()}")
+    try:
+        import ansible  # noqa: F401
+        import ansible_runner  # noqa: F401
+    except ImportError:
+        pytest.skip("the deploy extra is not installed (make setup-deploy)")
+    image = vm_machines.image("bookworm")
+    workdir = tmp_path_factory.mktemp("deploy-systemd")
+    cluster = VMCluster(image, workdir / "vms", NAMES)
+    vm_timings["deploy-systemd"] = TIMINGS
+    started = time.monotonic()
+    try:
+        cluster.start()
+        TIMINGS["rig_boot"] = round(time.monotonic() - started, 1)
+        yield cluster
+    finally:
+        cluster.stop()
+        assert cluster.running() == [], "qemu of the deploy rig left running"
+
+
+@pytest.fixture(scope="module")
+def setup(rig, tmp_path_factory):
+    work = tmp_path_factory.mktemp("deploy-systemd-files")
+    name = f"vmsd{uuid.uuid4().hex[:4]}"
+    known = rig.known_hosts(work / "known_hosts")
+    spec = work / "cluster.yaml"
+    spec.write_text(SPEC.format(name=name))
+    inventory = rig.inventory(work / "inventory.ini", controller="node1", compute=NAMES, cluster=name,
+                              known_hosts=known, group_vars=CGROUP_VARS)
+    return {"name": name, "spec": spec, "inventory": inventory, "home": work / "home",
+            "target": f"runner@127.0.0.1:{rig.hosts['node1'].port}",
+            "ssh": ["--ssh-key", str(rig.key), "--known-hosts", str(known)], "work": work}
+
+
+def deploy(setup, *extra, timeout=1800):
+    t0 = time.monotonic()
+    proc = run_cli(["deploy", "-i", str(setup["inventory"]), "-c", str(setup["spec"]), *extra], setup["home"],
+                   timeout=timeout)
+    return proc, round(time.monotonic() - t0, 1)
+
+
+@pytest.fixture(scope="module")
+def deployed(setup):
+    proc, seconds = deploy(setup)
+    TIMINGS["deploy_first"] = seconds
+    print(f"\nfirst deploy: {seconds}s: {proc.stdout.strip()}")
+    assert proc.returncode == 0, f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr[-8000:]}"
+    return proc
+
+
+def sinfo(rig, fmt="%N %t") -> str:
+    return rig.vm("node1").run(f"sinfo -h -N -o '{fmt}'", user="runner", timeout=60).stdout
+
+
+def wait_for(what, predicate, timeout: float, interval: float = 3.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(interval)
+
+
+def node_state(rig, node: str) -> str:
+    out = rig.vm("node1").run(f"sinfo -h -n {node} -o %t", user="runner", timeout=60).stdout.split()
+    return out[0] if out else ""
+
+
+def test_hosts_are_systemd_cgroup_v2_and_refuse_root(rig):
+    for name, vm in rig.machines.items():
+        res = vm.run("ps -p 1 -o comm=; stat -fc %T /sys/fs/cgroup; hostname; sudo -n id -u", user="runner",
+                     check=True)
+        assert res.stdout.split() == ["systemd", "cgroup2fs", name, "0"], res.stdout
+    # No root login, with the very key runner logs in with.
+    vm = rig.vm("node1")
+    proc = subprocess.run(["ssh", "-i", str(rig.key), "-p", str(vm.port), "-o", "BatchMode=yes",
+                           "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+                           "-o", "ConnectTimeout=20", "root@127.0.0.1", "true"],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert proc.returncode == 255 and "Permission denied" in proc.stderr, proc.stderr
+    # The VMs reach each other on their own network, not through this machine's ports.
+    assert rig.vm("node2").run(f"ping -c1 -W5 {rig.hosts['node1'].addr}", user="runner").returncode == 0
+
+
+def test_deploy_as_a_sudo_user_runs_debian_units(deployed, setup, rig):
+    assert f"cluster '{setup['name']}' deployed on 2 hosts" in deployed.stdout
+    expect = {"node1": ["munge", "slurmctld", "slurmd"], "node2": ["munge", "slurmd"]}
+    for name, units in expect.items():
+        vm = rig.vm(name)
+        res = vm.run("systemctl is-active " + " ".join(units), check=True)
+        assert res.stdout.split() == ["active"] * len(units), (name, res.stdout)
+        for unit in units:  # the Debian packages' units, not ones of the project's
+            path = vm.run(f"systemctl show -P FragmentPath {unit}", check=True).stdout.strip()
+            assert path == f"/lib/systemd/system/{unit}.service", (name, unit, path)
+        assert vm.run("systemctl is-enabled slurmd", check=True).stdout.strip() == "enabled"
+        # The project's config, from configs/templates: cgroup limits asked by the inventory.
+        conf = vm.run("cat /etc/slurm/slurm.conf", check=True).stdout
+        assert f"ClusterName={setup['name']}" in conf and "ProctrackType=proctrack/cgroup" in conf
+        assert "TaskPlugin=task/cgroup,task/affinity" in conf
+        # slurmd's cgroup v2 subtree is its own (Delegate=yes in Debian's unit).
+        assert vm.run("systemctl show -P Delegate slurmd", check=True).stdout.strip() == "yes"
+    assert sinfo(rig).split() == ["node1", "idle", "node2", "idle"], sinfo(rig)
+
+
+def test_status_over_ssh_as_the_sudo_user(deployed, setup):
+    proc = run_cli(["status", "--ssh", setup["target"], *setup["ssh"]], setup["home"], timeout=300)
+    assert proc.returncode == 0, proc.stderr
+    assert f"cluster {setup['name']} (ssh, Slurm 22.05." in proc.stdout and "): healthy" in proc.stdout, proc.stdout
+    st = json.loads(run_cli(["status", "--ssh", setup["target"], *setup["ssh"], "--json"], setup["home"],
+                            check=True, timeout=300).stdout)
+    assert st["healthy"] and st["controller"]["responding"] and st["munged"]["alive"]
+    assert [(n["name"], n["state"], n["gpus"]) for n in st["nodes"]] == [("node1", "idle", [0]), ("node2", "idle", [1])]
+    # Each host's services as systemd reports them: the controller over SSH, the nodes through srun.
+    assert st["services"] == {"node1": {"munge": "active", "slurmctld": "active", "slurmd": "active"},
+                              "node2": {"munge": "active", "slurmd": "active"}}, st["services"]
+    assert "services on node2 (systemd): munge active, slurmd active" in proc.stdout, proc.stdout
+
+
+def test_verify_basic_over_ssh_with_cgroup_limits(deployed, setup):
+    t0 = time.monotonic()
+    proc = run_cli(["verify", "--ssh", setup["target"], *setup["ssh"], "--suite", "basic", "--json",
+                    "--timeout", str(CHECK_TIMEOUT_S)], setup["home"], timeout=3000)
+    TIMINGS["verify_basic"] = round(time.monotonic() - t0, 1)
+    assert proc.stdout.strip(), f"no report (exit {proc.returncode}):\n{proc.stderr[-6000:]}"
+    report = json.loads(proc.stdout)
+    checks = {c["name"]: c for c in report["checks"]}
+    lines = "\n".join(f"{c['name']}: {c['status']} {c['message']}" for c in report["checks"])
+    print(f"\nverify --ssh --suite basic ({TIMINGS['verify_basic']}s):\n{lines}")
+    failed = [n for n, c in checks.items() if c["status"] == "FAIL"]
+    assert proc.returncode == 0 and report["passed"] and not failed, f"failed: {failed}\n{lines}"
+    # cgroup v2 enforces --mem on these hosts: the check runs and passes, it does not SKIP.
+    assert checks["basic.limits"]["status"] == "PASS" and "OUT_OF_MEMORY" in checks["basic.limits"]["message"], lines
+
+
+def test_second_deploy_changes_nothing(deployed, setup):
+    proc, seconds = deploy(setup)
+    TIMINGS["deploy_second"] = seconds
+    print(f"\nsecond deploy: {seconds}s: {proc.stdout.strip()}")
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    assert proc.stdout.strip().endswith("nothing changed"), proc.stdout
+    assert "changed:" not in proc.stderr, proc.stderr
+
+
+def test_killed_slurmd_stays_down_and_slurm_marks_the_node(deployed, rig):
+    vm = rig.vm("node2")
+    vm.run("systemctl kill -s KILL slurmd", check=True)
+    # Debian's slurmd.service has no Restart=: the unit stays down and Slurm notices.
+    t0 = time.monotonic()
+    state = wait_for("node2 to be marked not responding",
+                     lambda: (lambda s: s if s.endswith("*") or s.startswith("down") else "")(node_state(rig, "node2")),
+                     timeout=240, interval=5)
+    TIMINGS["slurmd_killed_to_not_responding"] = round(time.monotonic() - t0, 1)
+    assert vm.run("systemctl is-active slurmd").stdout.strip() in ("failed", "inactive")
+    # What an administrator does (and what the next `deploy` does: its "Start slurmd" task).
+    vm.run("systemctl start slurmd", check=True)
+    t0 = time.monotonic()
+    wait_for("node2 idle again", lambda: node_state(rig, "node2") == "idle", timeout=240)
+    TIMINGS["slurmd_started_to_idle"] = round(time.monotonic() - t0, 1)
+    print(f"\nslurmd killed: node2 {state} after {TIMINGS['slurmd_killed_to_not_responding']}s; "
+          f"idle {TIMINGS['slurmd_started_to_idle']}s after systemctl start")
+
+
+def test_compute_vm_rebooted_comes_back_idle(deployed, rig):
+    seconds = rig.vm("node2").reboot()
+    t0 = time.monotonic()
+    wait_for("node2 idle after its reboot", lambda: node_state(rig, "node2") == "idle", timeout=240)
+    TIMINGS["node2_reboot_to_ssh"] = seconds
+    TIMINGS["node2_ssh_to_idle"] = round(time.monotonic() - t0, 1)
+    assert rig.vm("node2").run("systemctl is-active munge slurmd").stdout.split() == ["active", "active"]
+
+
+def test_controller_rebooted_with_a_job_queued_loses_no_job(deployed, rig):
+    ctl = rig.vm("node1")
+    # A job held in the queue across the controller's reboot; released after it, it runs.
+    sub = ctl.run("sbatch --parsable --hold -N1 -o /tmp/held-%j.out --wrap 'hostname'", user="runner", check=True)
+    job = sub.stdout.strip().split(";")[0]
+    seconds = ctl.reboot()
+    TIMINGS["controller_reboot_to_ssh"] = seconds
+    t0 = time.monotonic()
+    wait_for("slurmctld answering after the reboot",
+             lambda: ctl.run("scontrol ping", user="runner", timeout=60).stdout.count("UP") >= 1, timeout=240)
+    wait_for("both nodes idle", lambda: sinfo(rig).split() == ["node1", "idle", "node2", "idle"], timeout=240)
+    TIMINGS["controller_ssh_to_idle"] = round(time.monotonic() - t0, 1)
+    state = ctl.run(f"squeue -h -j {job} -o %T", user="runner", check=True).stdout.strip()
+    assert state == "PENDING", f"job {job} after the controller's reboot: {state!r}"
+    ctl.run(f"scontrol release {job}", user="runner", check=True)
+    wait_for(f"job {job} to finish",
+             lambda: ctl.run(f"squeue -h -j {job} -o %T", user="runner").stdout.strip() in ("", "COMPLETED"),
+             timeout=240)
+    end = ctl.run(f"scontrol show job {job} -o", user="runner").stdout
+    assert "JobState=COMPLETED" in end or end == "", end
