@@ -18,7 +18,7 @@ SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 PIP := $(VENV)/bin/pip install -q --disable-pip-version-check
 DEMO_NAME ?= demo
 
-.PHONY: setup setup-apt setup-venv setup-nodestart setup-train setup-deploy setup-test setup-docker setup-containers setup-atf setup-vm vm-images demo test test-unit \
+.PHONY: setup setup-apt setup-venv setup-nodestart setup-train setup-deploy setup-test setup-docker setup-containers setup-atf setup-vm vm-images demo test test-unit test-vm-deploy \
 	test-integration test-docker test-vm bench soak bench-faults bench-containers clean
 
 # Each user installs what their path needs (docs/requirements.md lists what each target
@@ -113,6 +113,9 @@ test-unit: setup-venv setup-deploy setup-test  ## pure logic only, no daemons (t
 
 test-vm: setup-venv setup-test setup-vm  ## the VM matrix only (tests/vm): Debian hosts in qemu, each `make setup` + `simcluster test` inside
 	$(PY) -m pytest -q -rs tests/vm
+
+test-vm-deploy: setup-venv setup-deploy setup-test setup-vm  ## `deploy` to two systemd VMs as a sudo user (tests/vm/test_deploy_systemd.py; ~20 min, not in `make test`)
+	SIMCLUSTER_VM_DEPLOY=1 $(PY) -m pytest -q -rs tests/vm/test_deploy_systemd.py
 
 test-integration: setup setup-train setup-test setup-containers setup-atf  ## the local backend with real daemons (tests/integration)
 	$(PY) -m pytest -q -rs tests/integration
