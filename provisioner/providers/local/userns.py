@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
 from typing import List, Optional, Sequence
 
 from provisioner.cluster.model.poll import WaitTimeout, poll_until
-from provisioner.cluster.model.command_runner import HostRunner, Result, find_binary
+from provisioner.cluster.model.command_runner import SYSTEM_DIRS, HostRunner, Result, find_binary
 from provisioner.errors import StartupError
 
 HOLDER_PIDFILE = "holder.pid"  # in the network's netns_dir: "<pid> <start time>"
@@ -164,6 +165,25 @@ def enter_argv(netns_dir: str) -> List[str]:
             os.path.join(netns_dir, HOLDER_PIDFILE), nsenter]
 
 
+def wrappers_dir(netns_dir: str) -> str:
+    """Where `simcluster env` writes the cluster's wrappers (bin/ beside netns/)."""
+    return os.path.join(os.path.dirname(netns_dir.rstrip("/")), "bin")
+
+
+def find_client(name: str, netns_dir: str) -> str:
+    """The absolute path of Slurm command ``name`` as find_binary finds it, with the
+    cluster's wrappers' directory left out of PATH: a shell where `simcluster env` was
+    evaluated has them first, and a wrapper run from inside the cluster's namespaces would
+    enter them again, from a user namespace that may not (the command then fails)."""
+    if "/" in name:
+        return name
+    skip = os.path.abspath(wrappers_dir(netns_dir))
+    path = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
+                           if d and os.path.abspath(d) != skip)
+    found = (shutil.which(name, path=path) if path else None) or shutil.which(name, path=os.pathsep.join(SYSTEM_DIRS))
+    return os.path.abspath(found) if found else name
+
+
 def client_argv(netns_dir: str, uid: int, gid: int) -> List[str]:
     """The argv prefix that runs a command as the user on the cluster's network: the
     holder's user and network namespaces, then back to the user's own ids in an inner user
@@ -171,7 +191,7 @@ def client_argv(netns_dir: str, uid: int, gid: int) -> List[str]:
     sh, nsenter = find_binary("sh") or "/bin/sh", find_binary("nsenter") or "nsenter"
     # The command is found on PATH without the wrappers' directory (`simcluster env`'s, in
     # the cluster's directory): the wrapper would find itself again.
-    wrappers = os.path.join(os.path.dirname(netns_dir.rstrip("/")), "bin")
+    wrappers = wrappers_dir(netns_dir)
     return [sh, "-c", 'read h t < "$0" 2>/dev/null || { echo "simcluster: the cluster\'s network is gone '
                       '(simcluster start, or up again)" >&2; exit 1; }; n=$1; w=$2; shift 2; '
                       'p=; IFS=:; for d in $PATH; do [ "$d" = "$w" ] || p=${p:+$p:}$d; done; unset IFS; PATH=$p; '
@@ -201,7 +221,7 @@ class ClusterNetRunner(HostRunner):
 
     def run(self, argv, env=None, stdin=None, timeout=30.0, cwd=None) -> Result:
         argv = [str(a) for a in argv]
-        full = self.exec_prefix(cwd, False) + [find_binary(argv[0]) or argv[0], *argv[1:]]
+        full = self.exec_prefix(cwd, False) + [find_client(argv[0], self.netns_dir), *argv[1:]]
         res = super().run(full, env=env, stdin=stdin, timeout=timeout, cwd=cwd)
         return Result(argv, res.rc, res.stdout, res.stderr)
 

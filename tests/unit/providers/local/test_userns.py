@@ -88,3 +88,19 @@ def test_where_user_namespaces_are_refused_the_note_names_the_setting_and_the_wa
     restrict.write_text("0\n")
     assert "refuses ordinary users a user namespace" in names.userns_refusal(1000, settings)
     assert names.userns_refusal(0, settings) == ""
+
+
+def test_the_clusters_own_commands_are_found_past_its_wrappers(tmp_path, monkeypatch):
+    """`simcluster status` (and every check) run from a shell where `simcluster env` was
+    evaluated: the wrappers come first on PATH, and a wrapper run inside the cluster's
+    namespaces would try to enter them again (status then said slurmctld did not answer)."""
+    netns_dir = tmp_path / "netns"
+    wrappers, real = tmp_path / "bin", tmp_path / "real"
+    for d in (wrappers, real):
+        d.mkdir()
+        (d / "sinfo").write_text("#!/bin/sh\n")
+        (d / "sinfo").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{wrappers}:{real}:/usr/bin:/bin")
+    assert runner.find_binary("sinfo") == str(wrappers / "sinfo")  # what the runner used to run
+    assert userns.find_client("sinfo", str(netns_dir)) == str(real / "sinfo")
+    assert userns.find_client("/x/y", str(netns_dir)) == "/x/y"
