@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import shlex
 import shutil
 import stat
 import subprocess
@@ -222,14 +223,16 @@ def test_rootless_accounting(unprivileged_user):
     try:
         up = _as_user(user, cli + ["up", "--name", "ra", "--nodes", "2", "--accounting"], env)
         assert up.returncode == 0, up.stderr
-        job_env = dict(env, SLURM_CONF=str(home / "ra" / "etc" / "slurm.conf"))
-        sub = _as_user(user, ["sbatch", "--parsable", "-o", "/dev/null", "--wrap", "true"], job_env)
+        # The user's shell as the docs have it: Slurm's commands through `simcluster env` (where
+        # the nodes have a network of the cluster's own, only its wrappers reach slurmctld).
+        shell = f'eval "$({shlex.join(cli)} env --name ra)" && '
+        sub = _as_user(user, ["bash", "-c", shell + "sbatch --parsable -o /dev/null --wrap true"], env)
         assert sub.returncode == 0, sub.stderr
         job_id = sub.stdout.strip()
         deadline, out = time.monotonic() + 60, ""
         while time.monotonic() < deadline and "COMPLETED" not in out:
-            out = _as_user(user, ["sacct", "-n", "-P", "-X", "-j", job_id, "--format=State,User,Account"],
-                           job_env).stdout
+            out = _as_user(user, ["bash", "-c", shell + f"sacct -n -P -X -j {job_id} --format=State,User,Account"],
+                           env).stdout
             time.sleep(0.2)
         assert out.split() == [f"COMPLETED|{user}|simcluster"], out
         # Every process of the cluster, the database and slurmdbd included, runs as the user.

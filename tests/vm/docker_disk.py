@@ -92,8 +92,10 @@ def _build(tag: str, path: Path) -> None:
     (work / "daemon.json").write_text("{}\n")  # none of this host's engine settings
     sock = f"unix://{run}/docker.sock"
     log = open(work / "dockerd.log", "w")
+    # In a network namespace of its own: a dockerd started with `--bridge none` deletes the
+    # host's docker0 (its default bridge's cleanup), which breaks the host's engine.
     engine = subprocess.Popen(
-        ["dockerd", "--config-file", str(work / "daemon.json"), "--data-root", str(data),
+        ["unshare", "--net", "dockerd", "--config-file", str(work / "daemon.json"), "--data-root", str(data),
          "--exec-root", str(run / "exec"), "--pidfile", str(run / "docker.pid"), "-H", sock,
          "--bridge", "none", "--iptables=false", "--ip-masq=false", "--storage-driver", "overlay2"],
         stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
