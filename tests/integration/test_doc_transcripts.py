@@ -37,9 +37,16 @@ def home():
 @pytest.mark.parametrize("page", sorted(PAGES))
 def test_transcripts_of_page_print_what_the_page_shows(page, home, tmp_path):
     work = scratch_dir(page, tmp_path)
-    proc = byexample([REPO / page], cwd=work, env=page_env(home))
-    assert proc.returncode == 0, f"{page}: a transcript printed something else\n{proc.stdout[-12000:]}"
-    assert "[PASS]" in proc.stdout, proc.stdout[-2000:]
-    # Each page leaves no cluster behind: its transcripts end with their `down`.
-    left = sorted(p.name for p in home.iterdir() if (p / "state.json").exists())
-    assert left == [], f"{page} left clusters up: {left}"
+    try:
+        proc = byexample([REPO / page], cwd=work, env=page_env(home))
+        assert proc.returncode == 0, f"{page}: a transcript printed something else\n{proc.stdout[-12000:]}"
+        assert "[PASS]" in proc.stdout, proc.stdout[-2000:]
+        # Each page leaves no cluster behind: its transcripts end with their `down`.
+        left = sorted(p.name for p in home.iterdir() if (p / "state.json").exists())
+        assert left == [], f"{page} left clusters up: {left}"
+    finally:
+        # A page that failed half-way leaves its cluster: taken down here, so the next
+        # page is judged on its own transcripts.
+        for child in sorted(home.iterdir()):
+            if (child / "state.json").exists():
+                run_cli(["down", "--name", child.name], home)
