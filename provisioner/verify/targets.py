@@ -42,6 +42,12 @@ class NodeFacts:
     etc_slurm_note: str  # what they see there ("" where the placement does not say)
     gpu_device_dir: str = "/dev"  # where the nodes' GPU device files are (gres.conf's File= lines)
     nodes_are_hosts: bool = False  # each node a machine (container, host): others' devices may not exist there
+    # cgroups confine GPU devices too (ConstrainDevices; not an ordinary user's nodes: eBPF needs CAP_BPF)
+    devices: Optional[bool] = None
+
+    def __post_init__(self) -> None:
+        if self.devices is None:
+            self.devices = self.cgroups
 
     @classmethod
     def unknown(cls) -> "NodeFacts":
@@ -79,7 +85,8 @@ def node_facts(placement, fake_gpus: bool = False) -> NodeFacts:
         etc_note = "the cluster's placement does not say what the nodes see at /etc/slurm"
     # As gres.conf names them (render.py's gpu_device_dir): fake GPUs in the cluster's dev directory.
     gpu_dir = render.paths.dev if fake_gpus else "/dev"
-    return NodeFacts(own_network, network, cgroups, limits, etc_slurm, etc_note, gpu_dir, hosts)
+    devices = cgroups and bool(getattr(render, "cgroup_devices", True))
+    return NodeFacts(own_network, network, cgroups, limits, etc_slurm, etc_note, gpu_dir, hosts, devices)
 
 
 @dataclass
