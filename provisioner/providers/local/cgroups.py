@@ -582,12 +582,28 @@ def _scope_probe_argv(systemd_run: str, sh: str) -> List[str]:
             'read l < /proc/self/cgroup; cat "/sys/fs/cgroup${l#0::}/cgroup.controllers"']
 
 
-def delegation(root: Path = ROOT) -> Delegation:
-    """Whether this ordinary user's nodes can have cgroups here: a cgroup v2 host, systemd's
-    user manager answering (systemd-run --user makes a delegated scope, the probe's process
-    reads the controllers it has there), and the memory controller among them."""
+# Slurm releases whose cgroup/v2 plugin runs in a delegated scope as shown in the bookworm VM
+# (tests/vm): 24.11's takes the first cgroup2 mount of the node's /proc/1/mountinfo, and an
+# ordinary user's node cannot unmount the host's (a mount locked by the user namespace).
+DELEGATED_SLURM_BELOW = (23, 0)
+
+
+LINGER_DIR = "/var/lib/systemd/linger"  # logind's: a file per user whose manager runs without a login
+
+
+def delegation(slurm_version: Optional[str] = None, root: Path = ROOT, linger_dir: str = LINGER_DIR) -> Delegation:
+    """Whether this ordinary user's nodes can have cgroups here: a cgroup v2 host, a Slurm
+    release whose cgroup/v2 runs there, systemd's user manager answering (systemd-run --user
+    makes a delegated scope, the probe's process reads the controllers it has there), and
+    the memory controller among them. The manager must linger (run without a login): it
+    stops at the user's last logout, and the nodes in its scopes with it."""
     if not is_v2(root):
         return Delegation(ROOTLESS_V1)
+    release = _release(slurm_version)
+    if release and release >= DELEGATED_SLURM_BELOW:
+        return Delegation(f"rootless on cgroup v2: the nodes' cgroups in a user's delegated subtree are made for "
+                          f"Slurm 22.05's cgroup plugin, not yet for this host's {slurm_version}: limits are not "
+                          "enforced")
     lacking = [c for c in DELEGATED_NEEDED if c not in _controllers(root)]
     if lacking:
         return Delegation(f"rootless: cgroup v2 without the {', '.join(lacking)} controller(s): limits are not enforced")
@@ -598,6 +614,13 @@ def delegation(root: Path = ROOT) -> Delegation:
     if not systemd_run:
         return Delegation("rootless on cgroup v2 without systemd (no systemd-run): no cgroup is delegated to this "
                           "user, so --mem, devices and cores are not enforced")
+    user = _user_name()
+    if not os.path.exists(os.path.join(linger_dir, user)):
+        # Without lingering the manager stops at the user's last logout, and with it every
+        # scope it holds: the nodes would die then.
+        return Delegation(f"rootless on cgroup v2: this user's systemd manager, which would hold the nodes' cgroups, "
+                          f"stops (with the nodes) at the last logout unless it lingers: `loginctl enable-linger "
+                          f"{user}`, then up again. Until then --mem, devices and cores are not enforced")
     runtime = user_runtime_dir(os.getuid())
     env = dict(os.environ, XDG_RUNTIME_DIR=runtime)
     try:
@@ -607,11 +630,9 @@ def delegation(root: Path = ROOT) -> Delegation:
     except (OSError, subprocess.TimeoutExpired) as exc:
         ok, out = False, str(exc)
     if not ok:
-        user = _user_name()
-        return Delegation(f"rootless on cgroup v2: no systemd user manager gave this user a delegated cgroup "
-                          f"(systemd-run --user: {out.splitlines()[-1][:160] if out else 'failed'}); it runs while "
-                          f"the user is logged in, or always after `loginctl enable-linger {user}`: then up again. "
-                          "Until then --mem, devices and cores are not enforced")
+        return Delegation(f"rootless on cgroup v2: this user's systemd manager gave no delegated cgroup "
+                          f"(systemd-run --user: {out.splitlines()[-1][:160] if out else 'failed'}): --mem, devices "
+                          "and cores are not enforced")
     have = out.split()
     lacking = [c for c in DELEGATED_NEEDED if c not in have]
     if lacking:

@@ -158,7 +158,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
         scope = None
         if in_namespace and os.geteuid() != 0:
             # An ordinary user: cgroups in the subtree their systemd delegates to them, where it does.
-            scope = cgroups.delegation()
+            scope = cgroups.delegation(host_slurm_version())
             cg_note = scope.reason
         else:
             cg_note = cgroups.unavailable_reason() if in_namespace else names.NO_CGROUPS_NOTE
