@@ -165,8 +165,8 @@ def test_v2_node_cgroups_are_per_cluster():
 
 import subprocess
 
-from provisioner.cluster import runner
-from provisioner.cluster.placement import NODE_TOKEN
+from provisioner.cluster.model import command_runner as runner
+from provisioner.cluster.model.placement import NODE_TOKEN
 from provisioner.providers.local import userns
 
 
