@@ -115,10 +115,12 @@ printf '#!/bin/sh\n[ "$SLURM_PROCID" = 0 ] && exit 3\nexec sleep 60\n' > /tmp/vm
 chmod +x /tmp/vmr-early.sh
 srun -w node1 -N1 -n4 -O -W2 /tmp/vmr-early.sh > /tmp/vmr-kill.out 2>&1 || true
 sed 's/^/KILL /' /tmp/vmr-kill.out
-echo "SCOPES $(systemctl --user list-units --no-legend 'simcluster-*' | wc -l)"
+apps=/sys/fs/cgroup/user.slice/user-$(id -u).slice/user@$(id -u).service/app.slice
+echo "SCOPES $(ls -d $apps/simcluster-*.scope 2>/dev/null | wc -l)"
 $S verify --name vmr --suite basic --json --timeout {timeout} > /tmp/vmr-verify.json || true
 $S down --name vmr > /dev/null
-echo "LEFT $(systemctl --user list-units --all --no-legend 'simcluster-*' | wc -l) $(pgrep -c -u "$(id -u)" -f '[s]lurmd|[s]lurmctld|[m]unged|[s]leep infinity' || true)"
+for i in $(seq 10); do [ -z "$(ls -d $apps/simcluster-*.scope 2>/dev/null)" ] && break; sleep 1; done  # systemd's own pace
+echo "LEFT $(ls -d $apps/simcluster-*.scope 2>/dev/null | wc -l) $(pgrep -c -u "$(id -u)" -f '[s]lurmd|[s]lurmctld|[m]unged|[s]leep infinity' || true)"
 """
 
 
