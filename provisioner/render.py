@@ -110,6 +110,12 @@ class RenderInputs:
     # Local backend as root: every node its own cgroups (providers/local/cgroups.py), so
     # Slurm tracks and limits jobs with them (proctrack/cgroup, task/cgroup, cgroup.conf).
     cgroups: bool = False
+    # With cgroups: whether Slurm confines GPU devices (ConstrainDevices: eBPF on cgroup v2,
+    # which an ordinary user may not attach) and cores (ConstrainCores: the cpuset controller,
+    # which a user's systemd may not delegate). Where devices are not confined every node sees
+    # all of the host's GPUs, and the TaskProlog maps Slurm's indices to the node's own.
+    cgroup_devices: bool = True
+    cgroup_cores: bool = True
     # Local backend: the nodes' own network (a namespace each on this subnet, "198.18.4.0/24");
     # None: they share this host's, each on a loopback address.
     node_subnet: Optional[str] = None
@@ -235,7 +241,10 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         "proctrack_type": "proctrack/cgroup" if inputs.cgroups else "proctrack/linuxproc",
         "task_plugin": _task_plugin(inputs.cgroups, real_shape),
         # Cores are pinned only where the nodes claim no more CPUs than the host has.
-        "constrain_cores": real_shape,
+        "constrain_cores": real_shape and inputs.cgroup_cores,
+        "constrain_cores_why": "" if inputs.cgroup_cores else
+        "No cpuset controller is delegated to the nodes (an ordinary user's): their cores are not pinned by cgroups.",
+        "constrain_devices": inputs.cgroup_devices,
         "cgroup_ignore_systemd": inputs.cgroup_ignore_systemd,
         "srun_port_range": inputs.srun_port_range,
         "cgroup_plugin": inputs.cgroup_plugin,
@@ -246,7 +255,7 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
         # The TaskProlog maps node-local GPU indices to physical ids only where every node
         # sees all of the host's GPUs: with device cgroups a job sees only its own, as
         # Slurm numbers them (0..n-1), as in production.
-        "gpu_map": not inputs.cgroups,
+        "gpu_map": not (inputs.cgroups and inputs.cgroup_devices),
         "task_prolog": paths.task_prolog if inputs.task_prolog else "",
         "def_mem_per_cpu": def_mem,
         "config_overrides": True,

@@ -313,8 +313,8 @@ def check_isolation(ctx: VerifyContext) -> Outcome:
         devices = device_files(ctx, facts)
         own = devices.get(gnode, [])
         foreign = [p for n, paths in devices.items() if n != gnode for p in paths]
-        if not facts.cgroups:
-            parts.add("GPU devices", SKIP, facts.limits)
+        if not facts.devices:  # no cgroups, or cgroups that do not confine devices (rootless): limits says why
+            parts.add("GPU devices", SKIP, facts.devices_note or facts.limits)
         elif len(own) + len(foreign) < 2:
             parts.add("GPU devices", SKIP, "one GPU in the cluster: no other GPU's device to be refused")
         else:

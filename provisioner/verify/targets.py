@@ -42,6 +42,13 @@ class NodeFacts:
     etc_slurm_note: str  # what they see there ("" where the placement does not say)
     gpu_device_dir: str = "/dev"  # where the nodes' GPU device files are (gres.conf's File= lines)
     nodes_are_hosts: bool = False  # each node a machine (container, host): others' devices may not exist there
+    # cgroups confine GPU devices too (ConstrainDevices; not an ordinary user's nodes: eBPF needs CAP_BPF)
+    devices: Optional[bool] = None
+    devices_note: str = ""  # why they do not (limits where not said)
+
+    def __post_init__(self) -> None:
+        if self.devices is None:
+            object.__setattr__(self, "devices", self.cgroups)  # (frozen)
 
     @classmethod
     def unknown(cls) -> "NodeFacts":
@@ -79,7 +86,13 @@ def node_facts(placement, fake_gpus: bool = False) -> NodeFacts:
         etc_note = "the cluster's placement does not say what the nodes see at /etc/slurm"
     # As gres.conf names them (render.py's gpu_device_dir): fake GPUs in the cluster's dev directory.
     gpu_dir = render.paths.dev if fake_gpus else "/dev"
-    return NodeFacts(own_network, network, cgroups, limits, etc_slurm, etc_note, gpu_dir, hosts)
+    devices = cgroups and bool(getattr(render, "cgroup_devices", True))
+    # Cgroups that do not confine devices (an ordinary user's nodes): the limits note says why
+    # in its "GPU devices ..." clause.
+    devices_note = limits[limits.find("GPU devices"):] if cgroups and not devices and "GPU devices" in limits \
+        else limits
+    return NodeFacts(own_network, network, cgroups, limits, etc_slurm, etc_note, gpu_dir, hosts, devices,
+                     devices_note)
 
 
 @dataclass

@@ -53,6 +53,9 @@ KERNEL_PACKAGE = "linux-image-cloud-amd64"
 GUEST_PACKAGES = [
     "systemd", "systemd-sysv", "dbus", "udev", "kmod", "iproute2", "iputils-ping", "procps",
     "openssh-server", "sudo", "make", "git", "rsync", "ca-certificates", "python3",
+    # A Debian install's login sessions: pam_systemd registers them with logind and starts the
+    # user's systemd manager (user@UID.service, which `loginctl enable-linger` keeps running).
+    "libpam-systemd",
     "initramfs-tools", KERNEL_PACKAGE, "less", "psmisc", "util-linux",
 ]
 # Per suite, on top: bookworm's image also hosts the docker backend's case (Debian's docker.io,

@@ -362,7 +362,7 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
                      cgroup_join: Optional[str] = None, cgroup_procs: Sequence[str] = (),
                      starter: Optional[str] = None, cgroup_ns: Optional[str] = None,
                      fresh_boottime: bool = False, outer_cgroup_procs: Optional[str] = None,
-                     enter: Sequence[str] = ()) -> List[str]:
+                     enter: Sequence[str] = (), cgroup_scope: Sequence[str] = ()) -> List[str]:
     """The argv prefix that starts a daemon in mount and UTS namespaces of its own with the
     bind mounts of ``fstab`` (node_fstab: the cluster's hosts file as /etc/hosts, its config
     directory as /etc/slurm, ...), and the host name the node's (the value after ``-N`` in the
@@ -430,13 +430,21 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
     that joins the cluster's user and mount namespaces, where the user is root and the
     nodes' network namespaces are kept): the rest is root's chain (or the starter), run as
     that namespace's root, with the user mapped back to itself last (an inner user
-    namespace, as without ``enter``), so slurmd and its jobs run as the user.
+    namespace, as without ``enter``), so slurmd and its jobs run as the user. With
+    ``cgroup_scope`` too (cgroups.scope_argv: a cgroup v2 host whose systemd delegates a
+    subtree to the user), the node starts in a delegated systemd scope of its own first, and
+    the chain makes in it the node's cgroup tree and namespace (cgroups.scope_join_script),
+    then goes on as root's cgroup v2 chain does; the starter is not used then.
     """
     if enter:
-        inner = _namespace_prefix(fstab, 0, 0, init, spool, netns, None, (), starter, None, fresh_boottime, None,
-                                  user_namespace=True)
-        return [*enter, *inner, find_binary("unshare") or "unshare", "--user", f"--map-user={uid}",
-                f"--map-group={gid}"]
+        join = None
+        if cgroup_scope:
+            from provisioner.providers.local import cgroups  # the one place that knows the tree
+            join, starter = cgroups.scope_join_script(), None
+        inner = _namespace_prefix(fstab, 0, 0, init, spool, netns, join, (), starter, None, fresh_boottime, None,
+                                  user_namespace=True, own_cgroup_ns=bool(cgroup_scope))
+        return [*cgroup_scope, *enter, *inner, find_binary("unshare") or "unshare", "--user", f"--map-user={uid}",
+                f"--map-group={gid}", *(cgroups.preload_argv() if cgroup_scope else [])]
     return _namespace_prefix(fstab, uid, gid, init, spool, netns, cgroup_join, cgroup_procs, starter, cgroup_ns,
                              fresh_boottime, outer_cgroup_procs, user_namespace=uid != 0)
 
@@ -444,7 +452,10 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
 def _namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str], spool: Optional[str],
                       netns: Optional[str], cgroup_join: Optional[str], cgroup_procs: Sequence[str],
                       starter: Optional[str], cgroup_ns: Optional[str], fresh_boottime: bool,
-                      outer_cgroup_procs: Optional[str], user_namespace: bool) -> List[str]:
+                      outer_cgroup_procs: Optional[str], user_namespace: bool,
+                      own_cgroup_ns: bool = False) -> List[str]:
+    """``own_cgroup_ns``: ``cgroup_join`` makes the node's cgroup v2 namespace itself (a
+    delegated scope, cgroups.scope_join_script) instead of joining one kept in a file."""
     if uid == 0 and init and starter:
         opts = ["--net", netns] if netns else []
         for procs in cgroup_procs:
@@ -463,7 +474,7 @@ def _namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str], spool
     pid_ns = ["--pid", "--fork", "--kill-child", "--mount-proc"] if init else []
     unshare, sh = find_binary("unshare") or "unshare", find_binary("sh") or "/bin/sh"
     template = _NAMESPACE_PID_SCRIPT if init else _NAMESPACE_SCRIPT
-    if uid == 0 and cgroup_ns:
+    if uid == 0 and (cgroup_ns or own_cgroup_ns):
         template = _V2_BEFORE_MOUNT + template.replace(_AFTER_MOUNT, _AFTER_MOUNT + (
             _V2_AFTER_MOUNT.format(pids="1 $$") if init else _V2_AFTER_MOUNT.format(pids="$$")), 1)
     argv = [init, "--", sh, "-c", script(template, user_namespace), fstab, spool or ""] if init \
@@ -476,7 +487,8 @@ def _namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str], spool
             first += [find_binary("nsenter") or "nsenter", f"--cgroup={cgroup_ns}"]
         if fresh_boottime and init:
             first += [sh, "-c", _FRESH_BOOTTIME_SCRIPT]  # execs unshare with --time first
-        return [*first, unshare, *(["--cgroup"] if cgroup_join and not cgroup_ns else []), "--mount", "--uts", *pid_ns,
+        return [*first, unshare, *(["--cgroup"] if cgroup_join and not (cgroup_ns or own_cgroup_ns) else []),
+                "--mount", "--uts", *pid_ns,
                 "--propagation", "private", *argv]
     return [unshare, "--user", "--map-root-user", "--mount", "--uts", *pid_ns, "--propagation", "private",
             *argv, unshare, "--user", f"--map-user={uid}", f"--map-group={gid}"]

@@ -59,6 +59,27 @@ def needs_task_prolog(spec: ClusterSpec, pid_namespace: bool) -> bool:
     return False
 
 
+# What status says of an ordinary user's GPU devices where their nodes have cgroups.
+ROOTLESS_DEVICES_NOTE = ("not confined rootless: Slurm's device programs (eBPF, ConstrainDevices) need CAP_BPF in the "
+                         "host's initial user namespace, so a job can open every GPU of this host (CUDA_VISIBLE_DEVICES "
+                         "still names only its own)")
+
+
+def _enforced_note(v2: bool, scope: Optional[Dict], real_shape: bool) -> str:
+    """What `status` says the nodes' cgroups enforce (Placement.node_cgroups)."""
+    if not scope:
+        return (f"enforced: proctrack/cgroup and task/cgroup in each node's own cgroup tree "
+                f"(cgroup v{2 if v2 else 1}: --mem, GPU devices"
+                + (", cores)" if real_shape else "; cores not pinned: the nodes claim more CPUs than this host has)"))
+    have = scope.get("controllers", [])
+    cores = ("cores" if real_shape else "cores not pinned: the nodes claim more CPUs than this host has") \
+        if "cpuset" in have else ("cores not confined by cgroups: this user's systemd delegates no cpuset "
+                                  "(an admin's drop-in for user@.service, Delegate=cpu cpuset io memory pids, "
+                                  "gives it)" + ("; task/affinity still binds tasks to CPUs" if real_shape else ""))
+    return (f"enforced: proctrack/cgroup and task/cgroup in each node's own cgroup tree, in a systemd scope "
+            f"delegated to this user (cgroup v2: --mem, whole-step kill; {cores}); GPU devices {ROOTLESS_DEVICES_NOTE}")
+
+
 def host_runner() -> HostRunner:
     """This host, with an environment free of any Slurm job's variables (a simcluster run
     inside a job must not leak that job's settings into the cluster's commands)."""
@@ -134,7 +155,13 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
         # (Rootless, where the host refuses user namespaces: why, and what can be done.)
         net_note = network.unavailable_reason() if in_namespace \
             else names.SHARED_NETWORK_NOTE + names.userns_refusal(os.geteuid())
-        cg_note = cgroups.unavailable_reason() if in_namespace else names.NO_CGROUPS_NOTE
+        scope = None
+        if in_namespace and os.geteuid() != 0:
+            # An ordinary user: cgroups in the subtree their systemd delegates to them, where it does.
+            scope = cgroups.delegation(host_slurm_version())
+            cg_note = scope.reason
+        else:
+            cg_note = cgroups.unavailable_reason() if in_namespace else names.NO_CGROUPS_NOTE
         state.provider_data["cgroups"] = not cg_note
         if cgroups.is_v2() and not cg_note:
             # Each node's slurmd makes its slurmstepd scope in its own cgroup namespace
@@ -150,6 +177,14 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             others = [st for st in all_states() if st.name != spec.name]
             if not net_note:
                 net_note = self._make_network(spec, state, others, progress)
+            if scope is not None and not cg_note:
+                if net_note:  # the scope's chain runs in the cluster's user namespace (userns.py)
+                    cg_note = f"rootless without the cluster's user namespace ({net_note}): limits are not enforced"
+                    state.provider_data["cgroups"] = False
+                    state.provider_data.pop("cgroup_ignore_systemd", None)
+                else:
+                    state.provider_data["cgroup_scope"] = {"runtime_dir": scope.runtime_dir,
+                                                           "controllers": scope.controllers}
             if net_note:
                 taken = [names.block_of(st.provider_data.get("node_addrs", {})) for st in others]
                 state.provider_data["node_addrs"] = names.node_addresses(spec, names.pick_block(b for b in taken if b))
@@ -216,7 +251,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             todo = network.missing(net)
             if todo:
                 network.create(net, todo)
-        if state.provider_data.get("cgroups"):
+        if state.provider_data.get("cgroups") and not state.provider_data.get("cgroup_scope"):
             spec = state.cluster_spec
             cgroups.create(_tag(state), {n.name: list(n.gpus) for n in spec.nodes}, cgroups.host_gpu_minors())
 
@@ -248,6 +283,11 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             extra_files[names.RESOLV_FILE] = names.node_resolv_conf()
             mounts.append((str(layout.etc / names.RESOLV_FILE), names.RESOLV_CONF))
         v2 = use_cgroups and cgroups.is_v2()
+        # An ordinary user's nodes: a delegated systemd scope each start (cgroups.scope_argv).
+        scope = state.provider_data.get("cgroup_scope") if use_cgroups else None
+        # Slurm confines devices with eBPF programs, which only root may attach.
+        confined_devices = use_cgroups and not scope
+        cores_in_cgroup = not scope or "cpuset" in scope.get("controllers", ())
         if use_cgroups:
             mounts_cg = cgroups.fstab_lines_v2() if v2 else cgroups.fstab_lines()
         ompi_params = names.openmpi_params(net.subnet if net else "lo") if init else None
@@ -274,7 +314,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
                               if use_cgroups else ()), starter=names.node_starter(),
                 cgroup_ns=cgroups.cgroup_ns_path(_tag(state), NODE_TOKEN) if v2 else None,
                 fresh_boottime=not boot_note,
-                outer_cgroup_procs=cgroups.outer_procs_file_v2(_tag(state)) if v2 else None, enter=enter)
+                outer_cgroup_procs=cgroups.outer_procs_file_v2(_tag(state)) if v2 else None, enter=enter,
+                cgroup_scope=cgroups.scope_argv(_tag(state), scope["runtime_dir"]) if scope and enter else ())
         ctl_addr = net.addrs[network.CONTROLLER_KEY] if net else "127.0.0.1"
         ctl_prefix = (find_binary("nsenter") or "nsenter", f"--net={net.netns(network.CONTROLLER_KEY)}") \
             if net else ()
@@ -306,6 +347,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
                               srun_port_range=network.srun_port_range() if net else "",
                               host_cpus=host_cpus, task_prolog=task_prolog,
                               controller_addr=ctl_addr, accounting=acct, cgroups=use_cgroups,
+                              cgroup_devices=confined_devices, cgroup_cores=cores_in_cgroup,
                               node_subnet=net.subnet if net else None,
                               cgroup_ignore_systemd=bool(state.provider_data.get("cgroup_ignore_systemd")),
                               cgroup_plugin=cgroups.slurm_plugin(use_cgroups, host_slurm_version()),
@@ -316,12 +358,13 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             config_dir=layout.etc, job_root=layout.root, job_root_in_cluster=str(layout.root),
             # Jobs run on this same host: the python running simcluster (its venv) is theirs.
             # With device cgroups a job sees only its GPUs, numbered by Slurm from 0.
-            python_bin=str(Path(sys.executable).parent), gpus_renumbered=use_cgroups,
+            python_bin=str(Path(sys.executable).parent), gpus_renumbered=confined_devices,
             extra_files=extra_files, slurmd_prefix=tuple(prefix), slurmd_forks=init is not None,
             node_etc_slurm=etc_note or "the cluster's config (mounted in each node's own mount namespace)",
             controller_prefix=ctl_prefix, controller_addr=ctl_addr,
             shortfalls=[f"{what}: {note}" for what, note in (("network", notes.get("network")),
                                                            ("limits", notes.get("cgroups")),
+                                                           ("GPU devices", ROOTLESS_DEVICES_NOTE if scope else ""),
                                                            ("boot time", boot_note)) if note],
             node_network=notes.get("network") or ((
                 f"a network namespace each (eth0 on {net.subnet}, in a user namespace of the cluster's own: "
@@ -330,11 +373,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
                 f"a network namespace each (eth0 on {net.subnet}; this host is {net.host_addr}, the controller "
                 f"{ctl_addr})") + "; no daemon listens on this host's own interfaces; names outside the cluster do "
                 "not resolve in jobs and nothing is routed off this host" if net else ""),
-            node_cgroups=notes.get("cgroups") or (
-                f"enforced: proctrack/cgroup and task/cgroup in each node's own cgroup tree "
-                f"(cgroup v{2 if v2 else 1}: --mem, GPU devices"
-                + (", cores)" if shape_is_real(spec, host_cpus) else "; cores not pinned: the nodes claim more CPUs than this host has)")
-                if use_cgroups else ""),
+            node_cgroups=notes.get("cgroups") or (_enforced_note(v2, scope, shape_is_real(spec, host_cpus))
+                                                  if use_cgroups else ""),
             node_boot_time=boot_note or "their own: each start of a node (up, start, fault heal) is a boot (a time "
                            "namespace each; uptime and slurmd's boot time count from it)",
             client_env={"SLURM_CONF": str(layout.slurm_conf), "SIMCLUSTER_CLUSTER": state.name},
@@ -394,7 +434,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             _make_tmpfs(layout.root / "tmp" / name)
         if net:
             network.create(net, [n for n in nodes if n in network.missing(net)])
-        if state.provider_data.get("cgroups"):
+        if state.provider_data.get("cgroups") and not state.provider_data.get("cgroup_scope"):
             cgroups.create(_tag(state), {n.name: list(n.gpus) for n in spec.nodes}, cgroups.host_gpu_minors())
         placement = self.placement(state)
         state.placement = placement.to_dict()
@@ -414,8 +454,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             for name in nodes:
                 net.addrs.pop(name, None)
             state.provider_data["network"] = net.to_dict()
-        if state.provider_data.get("cgroups"):
-            cgroups.remove_nodes(tag, nodes)
+        if state.provider_data.get("cgroups") and not state.provider_data.get("cgroup_scope"):
+            cgroups.remove_nodes(tag, nodes)  # (a node's delegated scope goes with its last process)
         for name in nodes:
             state.node_ports.pop(name, None)
             state.provider_data.get("node_addrs", {}).pop(name, None)
@@ -441,7 +481,11 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
         net = _network(state)
         if net:
             network.delete(tag, net.netns_dir)
-        if state.provider_data.get("cgroups"):
+        scope = state.provider_data.get("cgroup_scope")
+        if scope:
+            # Each node's scope went with its processes; one a process outlived is stopped.
+            cgroups.stop_scopes(tag, scope.get("runtime_dir", ""))
+        elif state.provider_data.get("cgroups"):
             # A killed task leaves its cgroup a moment after the signal.
             try:
                 poll_until(lambda: (not cgroups.remove(tag), None), 5.0, first_delay=0.01, max_delay=0.1)
