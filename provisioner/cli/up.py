@@ -73,9 +73,13 @@ def command(name, retain, recreate, sudo, **options):
     # (flags, --config, --like, `simcluster scale`): the spec is the stored one.
     spec = existing.cluster_spec if existing is not None else load_spec_from_options(name, options)
     result = up(spec, provider_named(spec.backend), retain=retain, recreate=recreate)
-    if os.geteuid() != 0 and spec.backend == "local" and any(
-            f"unlike a production host here: {what}:" in result for what in ("network", "limits")):
-        result += ("\n(root gives each node what it lacks here (its own network namespace, hostname and cgroups): "
+    # Name only what these nodes lack: with user namespaces they have their own network and
+    # name, and on a delegating cgroup v2 host their limits too.
+    lacking = [gives for what, gives in (("network", "their own network namespace and hostname"),
+                                          ("limits", "cgroups for their limits"))
+               if f"unlike a production host here: {what}:" in result]
+    if os.geteuid() != 0 and spec.backend == "local" and lacking:
+        result += (f"\n(root gives the nodes what they lack here ({' and '.join(lacking)}): "
                    "run up as root, or with --sudo where you may use sudo without a password)")
     click.echo(result)
 

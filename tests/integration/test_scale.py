@@ -53,7 +53,14 @@ def test_grow_while_a_job_runs(scl, tmp_path):
     # The new nodes run jobs with their GPUs; their names resolve in jobs like the others'.
     res = scl.run(["srun", "-w", "node3,node4", "-N2", "--gpus-per-node=1", "bash", "-c",
                    "echo $SLURMD_NODENAME $(nvidia-smi -L | wc -l) $(getent hosts node1 node4 | wc -l)"])
-    assert sorted(res.stdout.split("\n")[:2]) == ["node3 1 2", "node4 1 2"], res.stdout
+    assert sorted(res.stdout.split("\n")[:2]) == ["node3 1 2", "node4 1 2"], _step_report(scl, res)
+
+
+def _step_report(c, res) -> str:
+    """What a step that printed the wrong thing left: its streams and the new nodes' slurmd logs."""
+    logs = "".join(f"\n--- {p.name} (tail)\n" + "\n".join(p.read_text(errors="replace").splitlines()[-25:])
+                   for p in sorted((c.root / "log").glob("slurmd*node[34]*")))
+    return f"rc={res.returncode}\nstdout:\n{res.stdout}\nstderr:\n{res.stderr}{logs}"
 
 
 def test_new_nodes_are_nodes_like_the_others(scl):
