@@ -144,17 +144,28 @@ def vm_test_basic(vm: Machine, name: str, timings: Dict[str, float]) -> Tuple[su
                  f"--suite basic --json --timeout {CHECK_TIMEOUT_S} --logs-dir {GUEST_LOG_ROOT}/{name}",
                  timeout=1800)
     timings["simcluster_test_basic"] = round(time.monotonic() - started, 1)
-    assert res.stdout.strip(), f"no JSON report (exit {res.returncode}):\n{res.stderr[-6000:]}"
-    report = json.loads(res.stdout)
+    report, checks, lines = verify_report(res.stdout, res.returncode, res.stderr)
     timings["verify_basic"] = report["seconds"]
+    assert_report_passed(report, res.returncode, res.stderr, f"the {vm.image.suite} host")
+    return res, checks, lines
+
+
+def verify_report(stdout: str, returncode: int = 0, stderr: str = "") -> Tuple[Dict, Dict, str]:
+    """A `verify --json` report (``stdout``): the report, its checks by name and one line per
+    check (for assertion messages). Fails the test where there is no report."""
+    assert stdout.strip(), f"no JSON report (exit {returncode}):\n{stderr[-6000:]}"
+    report = json.loads(stdout)
     checks = {c["name"]: c for c in report["checks"]}
-    lines = "\n".join(f"{c['name']}: {c['status']} {c['message']}" for c in report["checks"])
+    return report, checks, "\n".join(f"{c['name']}: {c['status']} {c['message']}" for c in report["checks"])
+
+
+def assert_report_passed(report: Dict, returncode: int, stderr: str, host: str) -> None:
+    """The report passed: exit 0, no check FAIL, and none SKIP for a reason of ``host``."""
+    _, checks, lines = verify_report(json.dumps(report))
     failed = [n for n, c in checks.items() if c["status"] == "FAIL"]
     host_skips = [n for n, c in checks.items() if c["status"] == "SKIP" and n not in SKIPS_NOT_FROM_THE_HOST]
-    assert res.returncode == 0 and report["passed"] and not failed, \
-        f"failed: {failed}\n{lines}\nstderr:\n{res.stderr[-4000:]}"
-    assert not host_skips, f"SKIP caused by the {vm.image.suite} host: {host_skips}\n{lines}"
-    return res, checks, lines
+    assert returncode == 0 and report["passed"] and not failed, f"failed: {failed}\n{lines}\nstderr:\n{stderr[-4000:]}"
+    assert not host_skips, f"SKIP caused by {host}: {host_skips}\n{lines}"
 
 
 @pytest.hookimpl(hookwrapper=True, tryfirst=True)

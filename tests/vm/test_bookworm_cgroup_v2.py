@@ -16,7 +16,7 @@ import shlex
 
 import pytest
 
-from tests.vm.conftest import CHECKOUT, guest_platform, vm_make_setup, vm_test_basic
+from tests.vm.conftest import CHECKOUT, guest_platform, verify_report, vm_make_setup, vm_test_basic
 
 pytestmark = [pytest.mark.vm]
 
@@ -156,9 +156,7 @@ def test_bookworm_rootless_comes_up(bookworm_vm):
     kill = "\n".join(line[5:] for line in out.splitlines() if line.startswith("KILL "))
     assert "task 0: Exited with exit code 3" in kill and re.search(r"tasks 1-3: Killed", kill), kill
     assert values.get("SCOPES") == "2", out  # one delegated scope per node
-    report = json.loads(bookworm_vm.run("cat /tmp/vmr-verify.json", check=True).stdout)
-    checks = {c["name"]: c for c in report["checks"]}
-    lines = "\n".join(f"{c['name']} {c['status']} {c['message']}" for c in report["checks"])
+    _, checks, lines = verify_report(bookworm_vm.run("cat /tmp/vmr-verify.json", check=True).stdout)
     assert not [c for c in checks.values() if c["status"] == "FAIL"], lines
     assert checks["basic.limits"]["status"] == "PASS" and "OUT_OF_MEMORY" in checks["basic.limits"]["message"], lines
     # basic.isolation: its GPU part skips (not confined rootless: said, not hidden), so the

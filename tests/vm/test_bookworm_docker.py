@@ -29,16 +29,13 @@ import time
 import pytest
 
 from tests.vm import docker_disk
-from tests.vm.conftest import CHECK_TIMEOUT_S, CHECKOUT, guest_platform, vm_make_setup
+from tests.vm.conftest import (CHECK_TIMEOUT_S, CHECKOUT, assert_report_passed, guest_platform, verify_report,
+                               vm_make_setup)
 
 pytestmark = [pytest.mark.vm]
 
 SIMCLUSTER = f"{CHECKOUT}/.venv/bin/simcluster"
 PRIVILEGED, PLAIN = "vmd", "vmdu"
-# SKIPs that come from what the cluster was asked for, not from the host: as in cases a-c
-# (basic.container needs `make setup-containers`; here the image has the plugin, but
-# nothing else is skipped either way).
-SKIPS_NOT_FROM_THE_HOST = {"basic.container"}
 
 
 def _host_engine() -> None:
@@ -104,15 +101,9 @@ def test_docker_privileged_enforces_limits_through_cgroup_v2(docker_guest, vm_ti
     res = vm.run(f"cd /tmp && {SIMCLUSTER} verify --name {PRIVILEGED} --suite basic --json "
                  f"--timeout {CHECK_TIMEOUT_S}", timeout=1800)
     timings["docker_verify_basic"] = round(time.monotonic() - started, 1)
-    assert res.stdout.strip(), f"no JSON report (exit {res.returncode}):\n{res.stderr[-6000:]}"
-    report = json.loads(res.stdout)
-    checks = {c["name"]: c for c in report["checks"]}
-    lines = "\n".join(f"{c['name']}: {c['status']} {c['message']}" for c in report["checks"])
+    report, checks, lines = verify_report(res.stdout, res.returncode, res.stderr)
     print(f"verify --suite basic, docker --privileged on cgroup v2:\n{lines}")
-    failed = [n for n, c in checks.items() if c["status"] == "FAIL"]
-    host_skips = [n for n, c in checks.items() if c["status"] == "SKIP" and n not in SKIPS_NOT_FROM_THE_HOST]
-    assert res.returncode == 0 and report["passed"] and not failed, f"failed: {failed}\n{lines}\n{res.stderr[-3000:]}"
-    assert not host_skips, f"SKIP caused by the host: {host_skips}\n{lines}"
+    assert_report_passed(report, res.returncode, res.stderr, "the host")
     assert checks["basic.limits"]["status"] == "PASS" and "OUT_OF_MEMORY" in checks["basic.limits"]["message"], lines
     assert checks["basic.isolation"]["status"] == "PASS" and "EPERM" in checks["basic.isolation"]["message"], lines
     # Slurm's tree in node1's container: its scope, below the container's own cgroup.
