@@ -72,6 +72,9 @@ def command(name):
     SLURM_JWT in a shell makes its srun (and every job submitted from it) authenticate with
     JWT, which slurmd refuses. Get a token for REST calls with `simcluster token`.
 
+    For a cluster made with --metrics it exports SIMCLUSTER_METRICS_URL, the URL its
+    Prometheus exporter serves (docs/metrics.md).
+
     For a cluster with fake GPUs it puts simcluster's nvidia-smi on PATH as well: with
     SLURMD_NODENAME=NODE it shows that node's GPUs, otherwise this machine's own nvidia-smi
     answers (if it has one).
@@ -90,6 +93,9 @@ def command(name):
     # REST clusters: slurmrestd's URL, no token (rest.env_lines says why; docs/rest.md).
     from provisioner.cluster.services import rest  # lazy: loaded with the cluster model, not for --help
     for line in rest.env_lines(cluster):
+        click.echo(line)
+    from provisioner.cluster.services import metrics  # lazy: the same
+    for line in metrics.env_lines(cluster):
         click.echo(line)
     runner = cluster.runner()
     batch = runner.exec_prefix(WD, interactive=False)

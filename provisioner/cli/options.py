@@ -32,6 +32,10 @@ _SPEC_FLAGS = (
     (("--rest",), "rest", dict(is_flag=True, default=None,
                                help="Add slurmrestd with JWT auth: Slurm's REST API, tokens from 'simcluster "
                                     "token' (docs/rest.md).")),
+    (("--metrics",), "metrics", dict(is_flag=True, default=None,
+                                     help="Add a Prometheus exporter (local backend): Slurm's nodes, partitions, "
+                                          "jobs, sdiag and the fake GPUs as DCGM series, on 127.0.0.1; its URL "
+                                          "in 'simcluster env' (docs/metrics.md).")),
     (("--users",), "users", dict(metavar="USER,...",
                                  help="Local users of this host who use the cluster (root's clusters): each must "
                                       "exist (useradd --create-home NAME first); with --accounting each gets an "

@@ -57,6 +57,10 @@ def command(ctx, name, as_json, **where):
             answered = ", ".join(api["versions"]) or "none answered" + (f" ({api['error']})" if api.get("error") else "")
             services.append(("REST API", api["healthy"], f"slurmrestd {alive(api['alive'])} at {api['url'] or '?'}; "
                                                          f"API versions {answered}"))
+        exporter = st.get("metrics") or {}
+        if exporter.get("enabled"):
+            services.append(("metrics", exporter["healthy"], f"exporter {alive(exporter['alive'])} at "
+                                                             f"{exporter['url']} (docs/metrics.md)"))
         for what, healthy, how in services:
             click.echo(f"  {what} {'healthy' if healthy else 'UNHEALTHY'}: {how}")
         click.echo(f"  state: {st['state_dir']}")

@@ -26,13 +26,15 @@ SPEC_KEYS: Dict[str, str] = {
     "privileged": "privileged",
     "accounting": "accounting",
     "rest": "rest",
+    "metrics": "metrics",
     "fast_failure": "failureDetection",
     "slurm": "slurm",
     "wait": "wait",
     "users": "users",
 }
 # On/off choices: on sets the key to this value; off (None, False) leaves the YAML's.
-SWITCHES: Dict[str, Any] = {"privileged": True, "accounting": True, "rest": True, "fast_failure": "fast"}
+SWITCHES: Dict[str, Any] = {"privileged": True, "accounting": True, "rest": True, "metrics": True,
+                           "fast_failure": "fast"}
 # Counts that may arrive as text (pytest options and ini values): digits become a number.
 COUNTS = ("nodes", "cpus")
 
@@ -56,11 +58,12 @@ def spec_overrides(*, name: Optional[str] = None, backend: Optional[str] = None,
                    gpus: Optional[str] = None, fake_gpus: Union[None, bool, int, str] = None, cpus: Any = None,
                    memory: Any = None, image: Optional[str] = None, privileged: Optional[bool] = None,
                    accounting: Optional[bool] = None, rest: Optional[bool] = None, fast_failure: Optional[bool] = None,
-                   slurm: Any = None, wait: Optional[float] = None, users: Any = None) -> Dict[str, Any]:
+                   slurm: Any = None, wait: Optional[float] = None, users: Any = None,
+                   metrics: Optional[bool] = None) -> Dict[str, Any]:
     """The override dict of ``load_spec`` for these choices (YAML keys; None left out)."""
     given = dict(name=name, backend=backend, nodes=nodes, gpus=gpus, fake_gpus=fake_gpus, cpus=cpus,
                  memory=memory, image=image, privileged=privileged, accounting=accounting,
-                 rest=rest, fast_failure=fast_failure, slurm=slurm, wait=wait, users=users)
+                 rest=rest, fast_failure=fast_failure, slurm=slurm, wait=wait, users=users, metrics=metrics)
     out: Dict[str, Any] = {}
     for arg, key in SPEC_KEYS.items():
         value = given[arg]

@@ -109,6 +109,9 @@ class ClusterSpec:
     accounts: Tuple[AccountSpec, ...] = ()  # accounting only: made with sacctmgr at `up`
     qos: Tuple[QosSpec, ...] = ()  # accounting only
     rest: bool = False  # slurmrestd with JWT auth (docs/rest.md)
+    # A Prometheus exporter of the cluster (docs/metrics.md); its port: None = one picked free.
+    metrics: bool = False
+    metrics_port: Optional[int] = None
     # Local users of this host who use the cluster (docs/users.md): each must exist; with
     # accounting each gets an account of their own.
     users: Tuple[str, ...] = ()
@@ -171,4 +174,5 @@ class ClusterSpec:
                    wait=d.get("wait", 60.0), image=d.get("image"), privileged=d.get("privileged", False),
                    accounting=d.get("accounting", False),
                    failure_detection=d.get("failure_detection", "normal"), slurm=d.get("slurm"),
-                   accounts=accounts, qos=qos, rest=d.get("rest", False), users=tuple(d.get("users", ())))
+                   accounts=accounts, qos=qos, rest=d.get("rest", False), users=tuple(d.get("users", ())),
+                   metrics=d.get("metrics", False), metrics_port=d.get("metrics_port"))

@@ -27,7 +27,7 @@ MAX_NODES = 1024
 TOP_KEYS = {"apiVersion", "kind", "name", "backend", "nodes", "nodePrefix", "gpus", "fakeGpus",
             "cpus", "memory", "controllerPort", "partitions", "slurmConf", "wait", "image",
             "privileged", "accounting", "failureDetection", "slurm", "gpuType", "gpuModel", "features",
-            "accounts", "qos", "rest", "users"}
+            "accounts", "qos", "rest", "users", "metrics"}
 # normal: Slurm's test-cluster timeouts; fast: a dead node is DOWN in ~12 s (docs/faults.md).
 FAILURE_DETECTION = ("normal", "fast")
 NODE_KEYS = {"name", "gpus", "cpus", "memory", "port", "gpuType", "gpuModel", "features", "options"}
@@ -142,6 +142,7 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
             break
     accounting = yes_no(p, "accounting", raw, "accounting")
     rest = yes_no(p, "rest", raw, "rest")
+    metrics, metrics_port = _validate_metrics(p, raw.get("metrics", False), backend)
 
     failure_detection = raw.get("failureDetection", "normal")
     if failure_detection not in FAILURE_DETECTION:
@@ -169,7 +170,27 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
                        fake_gpus=fake_gpus, controller_port=controller_port,
                        slurm_conf_extra=tuple(extra), wait=float(wait), image=image, privileged=privileged,
                        accounting=accounting, failure_detection=failure_detection, slurm=slurm,
-                       accounts=tuple(accounts), qos=tuple(qos), rest=rest, users=users)
+                       accounts=tuple(accounts), qos=tuple(qos), rest=rest, users=users,
+                       metrics=metrics, metrics_port=metrics_port)
+
+
+def _validate_metrics(p: Problems, raw, backend: str) -> Tuple[bool, Optional[int]]:
+    """metrics: true | false | {port: N} -> (on, its port or None: one picked free)."""
+    on, port = raw, None
+    if isinstance(raw, dict):
+        unknown_keys(p, "metrics", raw, {"port"})
+        on, port = True, raw.get("port")
+        if port is not None and (isinstance(port, bool) or not isinstance(port, int) or not 1024 <= port <= 65535):
+            p.add("metrics.port", f"expected a TCP port from 1024 to 65535, got {port!r}")
+            port = None
+    elif not isinstance(raw, bool):
+        p.add("metrics", f"expected true, false or {{port: N}}, got {raw!r}")
+        return False, None
+    if on and backend != "local":
+        # The exporter runs on this host and calls the cluster's Slurm commands through it.
+        p.add("metrics", f"only the local backend has the exporter so far (backend: {backend})")
+        return False, None
+    return on, port
 
 
 def _validate_nodes(p: Problems, raw: Dict, gpus: List[int], cpus: int, memory: int) -> List[NodeSpec]:

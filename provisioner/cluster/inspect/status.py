@@ -18,6 +18,7 @@ from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.model.placement import CONTROLLER
 from provisioner.cluster.model.provider import ReadOnly, machines_running
 from provisioner.cluster.services import accounting
+from provisioner.cluster.services import metrics
 from provisioner.cluster.services import rest
 
 
@@ -78,6 +79,8 @@ class ClusterStatus:
     containers: str = ""
     # Slurm's REST API (rest: true): slurmrestd alive, its URL, the API versions it serves.
     rest: Dict = field(default_factory=dict)
+    # The Prometheus exporter (metrics: true): alive, its URL.
+    metrics: Dict = field(default_factory=dict)
     # A deployed cluster on systemd hosts: {host: {unit: state}} as systemd reports them
     # (`systemctl is-active`); {} elsewhere.
     services: Dict[str, Dict[str, str]] = field(default_factory=dict)
@@ -123,9 +126,11 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
     munged_keys = [k for k in alive if k.startswith("munged")]
     acct = accounting.health(cluster, alive)
     api = rest.health(cluster, alive)
+    exporter = metrics.health(cluster, alive)
     running = st.phase == "running" and all(machines.values())
     healthy = running and all(alive.values()) and bool(nodes) and all(x.ready for x in nodes) and acct["healthy"] \
-        and api["healthy"]
+        and api["healthy"] \
+        and exporter["healthy"]
     phase = st.phase if any(alive.values()) or st.phase != "running" else "stopped"
     healthy = healthy and not hung
     return ClusterStatus(
@@ -139,7 +144,7 @@ def cluster_status(cluster: Cluster) -> ClusterStatus:
                                            for k in munged_keys) or "?"),
         services=cluster.provider.host_services(st, pl, [n.name for n in nodes if n.slurmd_alive])
         if not managed and states is not None else {},
-        accounting=acct, rest=api, nodes=nodes, faults=[dict(f) for f in st.faults], node_etc_slurm=pl.node_etc_slurm,
+        accounting=acct, rest=api, metrics=exporter, nodes=nodes, faults=[dict(f) for f in st.faults], node_etc_slurm=pl.node_etc_slurm,
         node_network=pl.node_network, node_cgroups=pl.node_cgroups,
         node_boot_time=pl.node_boot_time, containers=containers_line(pl.render),
         slurm_version=_slurm_version(client) if any(machines.values()) or (not managed and states is not None) else "",

@@ -110,9 +110,9 @@ def repair_in_place(cluster: Cluster, progress: Callable[[str], None], timeout: 
             f"same ports, state and jobs\n{cluster.placement.usage}")
 
 
-# Stopped in this order: the REST API first (no new requests), nodes (no new work), slurmctld (it saves its state on SIGTERM),
+# Stopped in this order: the metrics exporter and the REST API first (no new requests), nodes (no new work), slurmctld (it saves its state on SIGTERM),
 # then accounting, munged last (the others still talk to it while they shut down).
-STOP_ORDER = ("slurmrestd", "slurmd:", "slurmctld", "slurmdbd", "mariadbd", "munged")
+STOP_ORDER = ("metrics", "slurmrestd", "slurmd:", "slurmctld", "slurmdbd", "mariadbd", "munged")
 
 
 def terminate(c: Cluster, keys: List[str], grace: float = 15.0) -> None:

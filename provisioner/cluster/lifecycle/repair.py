@@ -23,6 +23,7 @@ from provisioner.cluster.model.slurm import NodeState, parse_oneliner
 from provisioner.cluster.model.wait import WaitTimeout, nodes_ready, poll_until
 from provisioner.cluster.services import accounting
 from provisioner.cluster.services import daemons
+from provisioner.cluster.services import metrics
 from provisioner.cluster.services import rest
 from provisioner.render import TIMEOUTS
 
@@ -272,6 +273,8 @@ def repair(cluster: Cluster, progress: Callable[[str], None], timeout: float) ->
         step(f"starting slurmctld on port {st.controller_port} (saved state kept)", lambda: steps.start_slurmctld(up))
     if "slurmrestd" in dead:
         step("starting slurmrestd", lambda: rest.start_slurmrestd(c))
+    if metrics.DAEMON in dead:
+        step("starting the metrics exporter", lambda: metrics.start_exporter(c))
     if p.hung:
         step(f"killing {len(p.hung)} slurmd that do not answer ({', '.join(p.hung[:8])})",
              lambda: c.signal_daemons([f"slurmd:{n}" for n in p.hung], signal.SIGKILL))

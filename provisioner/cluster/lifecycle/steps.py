@@ -21,6 +21,7 @@ from provisioner.cluster.model.state import ClusterState
 from provisioner.cluster.model.wait import nodes_ready
 from provisioner.cluster.services import accounting
 from provisioner.cluster.services import daemons
+from provisioner.cluster.services import metrics
 from provisioner.cluster.services import rest
 from provisioner.render import render_all, write_files
 
@@ -207,6 +208,8 @@ STEPS: Tuple[Step, ...] = (
          lambda up: accounting.wait_registered(up.cluster, up.timeout), _accounting),
     Step("slurmrestd", lambda c: f"starting slurmrestd (REST API, JWT) on port {rest.rest_port(c)}",
          lambda up: rest.start_slurmrestd(up.cluster), lambda c: c.spec.rest),
+    Step("metrics", lambda c: f"starting the metrics exporter on {metrics.url(c)}",
+         lambda up: metrics.start_exporter(up.cluster), lambda c: c.spec.metrics),
     Step("qos-limits", lambda c: "setting the QoS limits counted in TRES",
          lambda up: accounting.set_tres_limits(up.cluster),
          lambda c: c.spec.accounting and any(accounting.is_tres_limit(k) for q in c.spec.qos for k, _ in q.limits)),

@@ -52,6 +52,9 @@ class ClusterState:
     # this host reaches it, recorded each time slurmrestd starts.
     rest_port: Optional[int] = None
     rest_url: Optional[str] = None
+    # metrics: true only: the exporter's port (picked with the others) and its URL once started.
+    metrics_port: Optional[int] = None
+    metrics_url: Optional[str] = None
     # What the provider keeps about the machines it made (docker: image, network, shared dir).
     provider_data: Dict = field(default_factory=dict)
     # Faults injected with `simcluster fault` and not undone yet: {"what", "node", "since", ...}.
@@ -114,7 +117,7 @@ def reserved_ports(exclude: str = "") -> List[int]:
         if st.name != exclude:
             ports.append(st.controller_port)
             ports.extend(st.node_ports.values())
-            ports.extend(p for p in (st.mariadb_port, st.slurmdbd_port, st.rest_port) if p)
+            ports.extend(p for p in (st.mariadb_port, st.slurmdbd_port, st.rest_port, st.metrics_port) if p)
     return ports
 
 

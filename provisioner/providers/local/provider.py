@@ -191,7 +191,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             state.provider_data["notes"] = {"network": net_note, "cgroups": cg_note}
             needed = [n for n in spec.nodes if n.port is None]
             count = len(needed) + (0 if spec.controller_port else 1) + (2 if spec.accounting else 0) \
-                + (1 if spec.rest else 0)
+                + (1 if spec.rest else 0) + (1 if spec.metrics and not spec.metrics_port else 0)
             free = iter(allocate_ports(count, reserved=reserved_ports(exclude=spec.name))) if count else iter(())
             state.controller_port = spec.controller_port or next(free)
             state.node_ports = {n.name: n.port or next(free) for n in spec.nodes}
@@ -199,6 +199,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
                 state.mariadb_port, state.slurmdbd_port = next(free), next(free)
             if spec.rest:
                 state.rest_port = next(free)
+            if spec.metrics:
+                state.metrics_port = spec.metrics_port or next(free)
             layout = state.layout
             for d in (layout.etc, layout.log, layout.run, layout.spool, layout.state_save, layout.dev):
                 d.mkdir(exist_ok=True)
