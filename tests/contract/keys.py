@@ -12,6 +12,7 @@ from typing import Any, Set
 
 from provisioner.cluster.inspect.status import ClusterStatus, DaemonStatus, NodeStatus
 from provisioner.cluster.services import accounting
+from provisioner.cluster.services import metrics
 from provisioner.cluster.services import rest
 
 
@@ -40,5 +41,6 @@ def reference_status_keys() -> Set[str]:
     fields = {f.name: None for f in dataclasses.fields(ClusterStatus)}
     fields.update(controller=_placeholder(DaemonStatus), munged=_placeholder(DaemonStatus),
                   accounting=no_accounting, nodes=[_placeholder(NodeStatus)],
-                  rest=rest.health(SimpleNamespace(spec=SimpleNamespace(rest=False)), {}))
+                  rest=rest.health(SimpleNamespace(spec=SimpleNamespace(rest=False)), {}),
+                  metrics=metrics.health(SimpleNamespace(spec=SimpleNamespace(metrics=False)), {}))
     return key_paths(ClusterStatus(**fields).to_dict())

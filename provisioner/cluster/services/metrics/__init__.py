@@ -30,7 +30,7 @@ from provisioner.cluster.services import daemons
 DAEMON = "metrics"  # the exporter's key in state.json's pids (log: log/metrics.log)
 LISTEN_ADDR = "127.0.0.1"
 URL_VAR = "SIMCLUSTER_METRICS_URL"
-EXPORTER_MODULE = "provisioner.cluster.services.metrics.exporter"
+EXPORTER_MODULE = "provisioner.cli.metrics_exporter"  # the process (the commands floor: it loads a cluster)
 # The directory holding the provisioner package: the exporter runs this very code, whatever
 # PYTHONPATH the caller had (a checkout, a wheel).
 _PACKAGE_ROOT = str(Path(__file__).resolve().parents[4])

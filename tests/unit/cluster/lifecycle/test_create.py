@@ -22,8 +22,9 @@ from tests.unit.conftest import spec_from
 
 def test_stop_order_nodes_first_then_controller_then_accounting_and_munged_last():
     order = list(lifecycle.STOP_ORDER)
-    # The REST API first (no new requests reach slurmctld while it stops), then the nodes.
-    assert order[:2] == ["slurmrestd", "slurmd:"] and order[-1] == "munged"
+    # The metrics exporter and the REST API first (no new requests reach slurmctld while it
+    # stops), then the nodes.
+    assert order[:3] == ["metrics", "slurmrestd", "slurmd:"] and order[-1] == "munged"
     assert order.index("slurmctld") < order.index("slurmdbd") and order.index("slurmctld") < order.index("mariadbd")
 
 
