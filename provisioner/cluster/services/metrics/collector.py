@@ -16,7 +16,7 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -90,7 +90,9 @@ class ClusterCollector(Collector):
     """Every series of the exporter (docs/metrics.md lists them), from one snapshot."""
 
     def __init__(self, source: SlurmSource, cluster: str, gpu_data_dir: Optional[Path] = None,
-                 minors: Optional[Dict[str, Sequence[int]]] = None):
+                 minors: Union[None, Dict[str, Sequence[int]], Callable[[], Dict[str, Sequence[int]]]] = None):
+        """``minors``: each node's GPU device numbers, or a function that reads them at each
+        scrape (nodes that `simcluster scale` adds have theirs only from then on)."""
         self.source, self.cluster = source, cluster
         self.gpu_data_dir, self.minors = gpu_data_dir, minors
 
@@ -122,7 +124,8 @@ class ClusterCollector(Collector):
             data = gpu_model.read_json(self.gpu_data_dir / gpu_model.DATA_FILE)
             faults = gpu_model.read_json(self.gpu_data_dir / gpu_model.FAULTS_FILE)
             if data:
-                yield from gpu_families(gpu_model.readings(data, faults, jobs or [], self.minors))
+                minors = self.minors() if callable(self.minors) else self.minors
+                yield from gpu_families(gpu_model.readings(data, faults, jobs or [], minors))
         yield GaugeMetricFamily("slurm_exporter_collect_seconds", "How long this scrape's collection took "
                                 "(Slurm calls included when the snapshot was taken for it)",
                                 value=time.monotonic() - t0)

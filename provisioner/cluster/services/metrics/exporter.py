@@ -14,12 +14,13 @@ from __future__ import annotations
 import signal
 import threading
 from pathlib import Path
-from typing import Sequence, Tuple
+from typing import Dict, List, Sequence, Tuple
 
 from prometheus_client import start_http_server
 from prometheus_client.registry import CollectorRegistry
 
 from provisioner.cluster.model.handle import Cluster
+from provisioner.cluster.model.state import ClusterState
 from provisioner.cluster.services.metrics.collector import DEFAULT_TTL, ClusterCollector, SlurmSource
 
 SLURM_TIMEOUT = 20.0  # seconds a Slurm call may take before its source counts as down
@@ -33,7 +34,12 @@ def registry_for(cluster: Cluster, ttl: float = DEFAULT_TTL) -> Tuple[CollectorR
         res = client.run(list(argv), timeout=SLURM_TIMEOUT)
         return res.ok, res.stdout
     gpu_dir = Path(cluster.placement.config_dir) if cluster.spec.fake_gpus else None
-    minors = {n.name: list(n.gpus) for n in cluster.spec.nodes}
+    layout = cluster.state.layout
+
+    def minors() -> Dict[str, List[int]]:
+        # The state file as it is now: `simcluster scale` adds nodes (and GPUs) to it.
+        state = ClusterState.load(layout) or cluster.state
+        return {n.name: list(n.gpus) for n in state.cluster_spec.nodes}
     collector = ClusterCollector(SlurmSource(fetch, ttl), cluster.name, gpu_dir, minors)
     registry = CollectorRegistry(auto_describe=False)
     registry.register(collector)

@@ -13,8 +13,10 @@ temperature up; a stable value per job and GPU, so a dashboard shows a steady li
 one reads what our nvidia-smi shows for it; a GPU with a fault carries its Xid and ECC
 count; a lost GPU has no series at all (DCGM no longer sees it).
 
-Slurm numbers a node's gpu gres entries (IDX:) in gres.conf's order: whole GPUs by index,
-and a GPU split into MIG instances as one entry per instance, in its index's place.
+Slurm numbers a node's gpu gres entries (IDX:) in gres.conf's order. A whole GPU is one
+entry, by index. On a MIG node every instance is an entry, numbered as slurmd numbers typed
+GPUs: profile by profile (by name), then GPU by GPU, each GPU's instances in the order
+fake-gpus.json lists them (provisioner/config/gpus.py: mig_instances writes that order).
 """
 
 from __future__ import annotations
@@ -83,16 +85,20 @@ def _load(job: str, node: str, slot: int) -> int:
 
 
 def entries(node_data: Dict, count: int) -> List[Tuple[int, Optional[Dict]]]:
-    """A node's gpu gres entries in Slurm's index order: (gpu index, MIG instance or None)."""
+    """A node's gpu gres entries in Slurm's index order: (gpu index, MIG instance or None).
+    MIG instances first, by (profile, GPU index, place in that GPU's list); then the GPUs
+    that have none, whole, by index."""
     mig = node_data.get("mig") if isinstance(node_data.get("mig"), dict) else {}
-    out: List[Tuple[int, Optional[Dict]]] = []
+    split: List[Tuple[str, int, int, Dict]] = []
+    whole: List[Tuple[int, Optional[Dict]]] = []
     for index in range(count):
-        instances = mig.get(str(index)) if isinstance(mig, dict) else None
+        instances = mig.get(str(index))
         if isinstance(instances, list) and instances:
-            out.extend((index, inst if isinstance(inst, dict) else {}) for inst in instances)
+            split.extend((str(inst.get("profile", "")) if isinstance(inst, dict) else "", index, pos,
+                          inst if isinstance(inst, dict) else {}) for pos, inst in enumerate(instances))
         else:
-            out.append((index, None))
-    return out
+            whole.append((index, None))
+    return [(index, inst) for _, index, _, inst in sorted(split, key=lambda e: e[:3])] + whole
 
 
 def holders(jobs: Iterable[Job]) -> Dict[Tuple[str, int], str]:

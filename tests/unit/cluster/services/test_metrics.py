@@ -126,11 +126,17 @@ def test_sdiag_text():
 
 # -- the fake GPUs -------------------------------------------------------------------------------
 
-def test_gpu_entries_with_mig_follow_the_gpu_index():
+def test_gpu_entries_in_slurms_order():
+    """On a MIG node Slurm numbers the instances profile by profile, then GPU by GPU."""
     data = json.loads(text("fake-gpus-mig.json"))
     slots = gpu_model.entries(data["nodes"]["node1"], 2)
-    assert [(i, inst and inst["gi"]) for i, inst in slots] == [(0, None), (1, 1), (1, 9)]
+    assert [(i, inst["profile"], inst["gi"]) for i, inst in slots] == [
+        (0, "1g.10gb", 2), (1, "1g.10gb", 2), (0, "3g.40gb", 1), (1, "3g.40gb", 1)]
+    assert gpu_model.entries(data["nodes"]["node2"], 2) == [(0, None), (1, None)]
     assert gpu_model.entries({"mig": "nonsense"}, 2) == [(0, None), (1, None)]
+    # A GPU left whole on a MIG node comes after the instances.
+    assert gpu_model.entries({"mig": {"1": [{"profile": "7g.80gb", "gi": 0}]}}, 2) == [
+        (1, {"profile": "7g.80gb", "gi": 0}), (0, None)]
 
 
 def test_missing_or_broken_gpu_files_mean_nothing(tmp_path):
@@ -160,20 +166,22 @@ def test_scrape_of_a_drained_node_and_running_gpu_job(tmp_path):
     assert got["slurm_scheduler_server_threads"] == [({}, 3)]
     assert got["slurm_scheduler_main_cycle_max_seconds"][0][1] == pytest.approx(628e-6)
     assert all(v == 1 for _, v in got["slurm_exporter_source_up"])
-    # Job 1 holds node1's GPU index 0 (IDX:0): busy, labelled with the job; the rest idle.
+    # Job 1 holds node1's gres entry 0 (IDX:0), there GPU 0's 1g.10gb instance: busy,
+    # labelled with the job; the rest idle.
     util = {(s["Hostname"], s["gpu"], s["GPU_I_ID"]): (s["hpc_job"], v) for s, v in got["DCGM_FI_DEV_GPU_UTIL"]}
-    assert util[("node1", "0", "")][0] == "1" and 80 <= util[("node1", "0", "")][1] <= 99
-    assert util[("node1", "1", "1")] == ("", 0) and util[("node2", "0", "")] == ("", 0)
+    assert util[("node1", "0", "2")][0] == "1" and 80 <= util[("node1", "0", "2")][1] <= 99
+    assert [k for k, (job, _) in util.items() if job] == [("node1", "0", "2")]
+    assert util[("node1", "0", "1")] == ("", 0) and util[("node2", "0", "")] == ("", 0)
     used = {(s["Hostname"], s["gpu"], s["GPU_I_ID"]): v for s, v in got["DCGM_FI_DEV_FB_USED"]}
     free = {(s["Hostname"], s["gpu"], s["GPU_I_ID"]): v for s, v in got["DCGM_FI_DEV_FB_FREE"]}
-    assert used[("node1", "0", "")] > 0 and used[("node1", "0", "")] + free[("node1", "0", "")] == 81559
+    assert used[("node1", "0", "2")] > 0 and used[("node1", "0", "2")] + free[("node1", "0", "2")] == 10 * 1024
     assert used[("node2", "0", "")] == 0 and free[("node2", "0", "")] == 81559
     labels = next(s for s, _ in got["DCGM_FI_DEV_GPU_TEMP"] if s["Hostname"] == "node2" and s["gpu"] == "1")
     assert labels["UUID"] == gpu_uuid("met1", "node2", 1) and labels["device"] == "nvidia1"
     assert labels["modelName"] == "NVIDIA H100 80GB HBM3" and labels["GPU_I_PROFILE"] == ""
     # MIG instances of node1's GPU 1: one series each, with the parent's UUID, profile and id.
     mig = [s for s, _ in got["DCGM_FI_DEV_FB_FREE"] if s["Hostname"] == "node1" and s["gpu"] == "1"]
-    assert [(s["GPU_I_PROFILE"], s["GPU_I_ID"]) for s in mig] == [("3g.40gb", "1"), ("1g.10gb", "9")]
+    assert sorted((s["GPU_I_PROFILE"], s["GPU_I_ID"]) for s in mig) == [("1g.10gb", "2"), ("3g.40gb", "1")]
     assert {s["UUID"] for s in mig} == {gpu_uuid("met1", "node1", 1)}
     assert free[("node1", "1", "1")] == 40 * 1024
     assert sorted(c[0] + " " + c[-1] for c in calls) == ["scontrol job", "scontrol node", "scontrol partition",
@@ -182,18 +190,19 @@ def test_scrape_of_a_drained_node_and_running_gpu_job(tmp_path):
 
 def test_mig_instance_held_by_a_job_and_gpu_faults(tmp_path):
     line = ("JobId=12 UserId=root(0) JobState=RUNNING Partition=main NodeList=node1   Nodes=node1 CPU_IDs=0 "
-            "Mem=10 GRES=gpu:1g.10gb:1(IDX:2) MinCPUsNode=1\n")
+            "Mem=10 GRES=gpu:3g.40gb:1(IDX:3) MinCPUsNode=1\n")
     data = json.loads(text("fake-gpus-mig.json"))
     faults = json.loads(text("gpu-faults.json"))
     rs = gpu_model.readings(data, faults, parse.parse_jobs(line), {"node1": [4, 5], "node2": [6, 7]})
     by = {(r.node, r.gpu, r.mig_id): r for r in rs}
-    assert by[("node1", 1, "9")].job == "12" and by[("node1", 1, "9")].util >= 80  # Slurm's IDX:2 = gi 9
-    assert by[("node1", 1, "1")].job == "" and by[("node1", 0, "")].job == ""
-    assert by[("node1", 1, "9")].device == "nvidia5"
+    # IDX:3 = the second 3g.40gb instance in Slurm's order: GPU 1's
+    assert by[("node1", 1, "1")].job == "12" and by[("node1", 1, "1")].util >= 80
+    assert [k for k, r in by.items() if r.job] == [("node1", 1, "1")]
+    assert by[("node1", 1, "1")].device == "nvidia5" and by[("node1", 1, "1")].mig_profile == "3g.40gb"
     # node2: GPU 0 reports Xid 79; GPU 1 is lost, so DCGM has no series of it.
     assert by[("node2", 0, "")].xid == 79 and by[("node2", 0, "")].ecc_dbe == 0
     assert ("node2", 1, "") not in by
-    assert by[("node1", 0, "")].xid == 0
+    assert by[("node1", 0, "1")].xid == 0
 
 
 def test_snapshot_is_shared_by_close_scrapes_and_calls_are_bounded(tmp_path):
@@ -216,6 +225,17 @@ def test_a_failed_call_leaves_only_its_series_out(tmp_path):
     assert "slurm_node_state" in got and "slurm_jobs" not in got and "slurm_scheduler_server_threads" not in got
     # GPUs are still there, all idle (no job list to say otherwise).
     assert got["DCGM_FI_DEV_GPU_UTIL"] and all(v == 0 for _, v in got["DCGM_FI_DEV_GPU_UTIL"])
+
+
+def test_device_numbers_are_read_at_each_scrape(tmp_path):
+    fetch, _ = recorded()
+    minors = {"node1": [4, 5]}
+    collector = ClusterCollector(SlurmSource(fetch), "met1", gpu_dir(tmp_path), lambda: minors)
+    devices = {(s["Hostname"], s["gpu"]): s["device"] for s, _ in scrape(collector)["DCGM_FI_DEV_GPU_TEMP"]}
+    assert devices[("node1", "1")] == "nvidia5" and devices[("node2", "0")] == "nvidia0"
+    minors["node2"] = [6]  # a node `scale` added
+    devices = {(s["Hostname"], s["gpu"]): s["device"] for s, _ in scrape(collector)["DCGM_FI_DEV_GPU_TEMP"]}
+    assert devices[("node2", "0")] == "nvidia6"
 
 
 def test_no_gpu_series_without_fake_gpus(tmp_path):
