@@ -4,7 +4,8 @@ One 2-node cluster for the module (real slurmctld and slurmd, the exporter as on
 daemons): the URL from `simcluster env`, a scrape read back with prometheus_client's own
 text parser, a drained node and its reason, a running job's GPUs busy and labelled with its
 job id while the others read idle, the UUIDs our nvidia-smi prints, a GPU fault's Xid from
-gpu-faults.json, a dead exporter restarted by `up`, and `down` leaving no exporter behind.
+gpu-faults.json, a dead exporter restarted by `up`, `stop`/`start` taking it along, and
+`down` leaving no exporter behind.
 """
 
 from __future__ import annotations
@@ -130,6 +131,19 @@ def test_up_restarts_a_dead_exporter(cluster):
     out = run_cli(["up", "--name", NAME, *SPEC], cluster.home, check=True).stdout
     assert "restarted metrics" in out, out
     assert scrape(metrics_url(cluster))["slurm_nodes"]
+
+
+def test_stop_and_start_take_the_exporter_along(cluster):
+    url = metrics_url(cluster)
+    pid = json.loads((cluster.root / "state.json").read_text())["pids"]["metrics"]
+    cli(cluster, "stop")
+    assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[1].startswith("Z")
+    with pytest.raises(OSError):
+        urllib.request.urlopen(url, timeout=5)
+    cli(cluster, "start")
+    assert metrics_url(cluster) == url  # the same port after a start
+    wait_for("a scrape with every node", lambda: sum(v for _, v in scrape(url).get("slurm_nodes", [])) == 2,
+             timeout=60)
 
 
 def test_down_stops_the_exporter(cluster):
