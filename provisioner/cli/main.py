@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import signal
 import sys
 import traceback
 
@@ -29,6 +31,12 @@ class _Group(click.Group):
             if exc.details:
                 click.echo(exc.details, err=True)
             ctx.exit(exc.exit_code)
+        except BrokenPipeError:
+            # `simcluster status | head`: the reader left; end as a Unix tool killed by SIGPIPE
+            # would (status 141), without an error line. stdout goes to /dev/null so that
+            # the interpreter's last flush does not fail again.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            ctx.exit(128 + signal.SIGPIPE)
         except OSError as exc:
             # A path we cannot use (SIMCLUSTER_HOME under /proc, DIR not writable): one line too.
             if ctx.obj and ctx.obj.get("verbose"):

@@ -14,6 +14,7 @@ import os
 import shutil
 import socket
 import subprocess
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Dict, List, Union
@@ -240,3 +241,18 @@ def test_unusable_simcluster_home(tmp_path):
     home = tmp_path / "afile" / "home"  # a path below a regular file cannot be created
     proc = run_cli(["up", "--nodes", "1", "--fake-gpus", "1"], home, timeout=60)
     check_error(proc, 1, f"Not a directory: {tmp_path / 'afile'}")
+
+
+def test_a_reader_that_leaves_ends_the_command_quietly(tmp_path):
+    """`simcluster list | true`: the pipe's reader is gone before simcluster writes. The
+    command ends as a Unix tool killed by SIGPIPE would (141), with no `error:` line."""
+    env = dict(os.environ, SIMCLUSTER_HOME=str(tmp_path))
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader left before anything was written
+    try:
+        proc = subprocess.run([sys.executable, "-m", "provisioner", "list"], env=env, stdout=write_end,
+                              stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(write_end)
+    assert proc.returncode == 141, proc.stderr
+    assert proc.stderr == "", proc.stderr
