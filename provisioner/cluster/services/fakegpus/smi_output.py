@@ -246,7 +246,8 @@ def details(gpus, data, now, display=""):
     (simcluster fault gpu --ecc N sets the volatile uncorrectable DRAM count)."""
     wanted = {x.strip().upper() for x in display.split(",") if x.strip()}
     if wanted - set(DETAIL_SECTIONS):
-        raise ShimError(f'-d takes {", ".join(DETAIL_SECTIONS)} here, not "{display}" ({DOCS})')
+        raise ShimError(f'simcluster\'s nvidia-smi shim does not implement "-q -d {display}" (fake GPUs; -d takes '
+                        f'{", ".join(DETAIL_SECTIONS)}; {DOCS})')
     lines = ["", "==============NVSMI LOG==============", "",
              f"{'Timestamp':<38}: {time.strftime('%a %b %d %H:%M:%S %Y', time.localtime(now))}",
              f"{'Driver Version':<38}: {data.get('driver_version', '')}",
