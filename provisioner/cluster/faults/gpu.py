@@ -40,8 +40,8 @@ def _node_gpus(c: Cluster, node: str) -> int:
     """How many fake GPUs ``node`` has; a one-line UsageError where it has none."""
     n = len(c.spec.node(node).gpus) if c.spec.fake_gpus else 0
     if not n:
-        what = "has no GPUs" if not c.spec.fake_gpus or not c.spec.node(node).gpus else ""
-        raise UsageError(f"node {node} of cluster '{c.name}' {what or 'has no fake GPUs'}: `fault gpu` "
+        what = "has no fake GPUs (real ones)" if c.spec.node(node).gpus else "has no GPUs"
+        raise UsageError(f"node {node} of cluster '{c.name}' {what}: `fault gpu` "
                          "injects faults into fake GPUs only",
                          "make a cluster with fake GPUs: simcluster up --fake-gpus N")
     return n
