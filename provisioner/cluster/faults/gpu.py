@@ -56,6 +56,8 @@ def inject_gpu(c: Cluster, node: str, gpu: int = 0, xid: Optional[int] = None, e
                          f"e.g. simcluster fault gpu {node} --xid 79")
     if not 0 <= gpu < count:
         raise UsageError(f"node {node} has GPUs 0-{count - 1}, not {gpu}", f"--gpu 0 ... --gpu {count - 1}")
+    if xid is not None and not 1 <= xid <= 999:
+        raise UsageError(f"--xid takes an Xid of 1-999, not {xid}", "e.g. --xid 79 (fallen off the bus), --xid 48")
     if ecc is not None and ecc < 1:
         raise UsageError("--ecc takes a number of uncorrectable ECC errors of at least 1")
     path = faults_file(c)

@@ -78,6 +78,7 @@ def test_a_fatal_fault_kills_the_step_tasks_on_that_gpu(home):
     (GPU_NODES, {"xid": 79, "lost": True}, "give one fault"),
     (GPU_NODES, {"gpu": 2, "xid": 79}, "node node1 has GPUs 0-1, not 2"),
     (GPU_NODES, {"ecc": 0}, "--ecc takes a number of uncorrectable ECC errors of at least 1"),
+    (GPU_NODES, {"xid": 0}, "--xid takes an Xid of 1-999, not 0"),
 ])
 def test_bad_input_is_one_line_and_changes_nothing(home, spec, kwargs, says):
     c = make_cluster("g3", FakeProvider(), **spec)
