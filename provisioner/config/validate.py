@@ -194,7 +194,6 @@ def _validate_metrics(p: Problems, raw, backend: str) -> Tuple[bool, Optional[in
     return on, port
 
 
-
 # HealthCheckNodeState's words (slurm.conf(5)); several may be given, comma-separated.
 HEALTH_CHECK_STATES = ("ALLOC", "ANY", "CYCLE", "IDLE", "MIXED", "NONDRAINED_IDLE")
 HEALTH_CHECK_KEYS = {"interval", "nodeState", "program"}

@@ -62,7 +62,9 @@ def inject_gpu(c: Cluster, node: str, gpu: int = 0, xid: Optional[int] = None, e
         raise UsageError("--ecc takes a number of uncorrectable ECC errors of at least 1")
     path = faults_file(c)
     faults = gpu_faults.read_faults(str(path))
-    fault = {"xid": xid, "ecc_errors": ecc or 0, "lost": bool(lost), "since": gpu_faults.iso_now()}
+    # Xid 48 is an uncorrectable (double-bit) ECC error: the count says so to every reader.
+    fault = {"xid": xid, "ecc_errors": ecc or (1 if xid == 48 else 0), "lost": bool(lost),
+             "since": gpu_faults.iso_now()}
     faults.setdefault(node, {})[str(gpu)] = fault
     gpu_faults.write_faults(str(path), faults)
     killed = _kill_gpu_tasks(c, node, gpu) if gpu_faults.fault_kills(fault) else []

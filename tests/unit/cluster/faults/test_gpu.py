@@ -49,6 +49,8 @@ def test_xid_79_writes_the_state_file_and_the_kernel_log(home):
     assert [f["node"] for f in active(c, "gpu")] == ["node1"]
     gpu.inject_gpu(c, "node1", gpu=0, ecc=2)  # a second GPU of the node: one record, both in the file
     assert len(active(c, "gpu")) == 1 and faults_of(c)["node1"]["0"]["ecc_errors"] == 2
+    gpu.inject_gpu(c, "node2", xid=48)  # a double-bit ECC error counts as one
+    assert faults_of(c)["node2"]["0"]["ecc_errors"] == 1
 
 
 def test_a_fatal_fault_kills_the_step_tasks_on_that_gpu(home):
