@@ -44,6 +44,11 @@ PLUGSTACK_TEMPLATES = {"plugstack.conf": "plugstack.conf.j2", "epilog.sh": "epil
 # oci.conf beside slurm.conf, where slurmstepd reads it, and the runtime script it names.
 OCI_TEMPLATES = {"oci.conf": "oci.conf.j2", "oci_runtime.sh": "oci_runtime.sh.j2"}
 
+# Rendered only for clusters with the cluster's own health check (healthCheck: without a program).
+HEALTH_CHECK_TEMPLATES = {"health_check.sh": "health_check.sh.j2"}
+# Where the health check's helper lies in the config directory (fakegpus.health_check_path).
+HEALTH_CHECKER = "bin/gpu-health-check"
+
 # Rendered only for clusters with accounting: true.
 ACCOUNTING_TEMPLATES = {"slurmdbd.conf": "slurmdbd.conf.j2"}
 # Files that hold a password: created mode 0600 (slurmdbd refuses a readable slurmdbd.conf).
@@ -275,6 +280,14 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
     # auth type, for slurmrestd's clients; the templates test `rest is defined`.
     if spec.rest:
         ctx["rest"] = {"jwt_key": paths.jwt_key}
+    # healthCheck: only (the Ansible context never has it): slurm.conf's HealthCheck lines;
+    # the templates test `health_check is defined`.
+    if spec.health_check:
+        hc = spec.health_check
+        ctx["health_check"] = {"program": hc.program or f"{paths.etc}/health_check.sh", "interval": hc.interval,
+                               "node_state": hc.node_state, "ours": hc.program is None,
+                               "checker": f"{paths.etc}/{HEALTH_CHECKER}", "config_dir": paths.etc,
+                               "slurm_conf": paths.slurm_conf}
     # Only where a plugin is named, so the Ansible roles' context (context.json.j2), which
     # never loads one, keeps exactly these keys; the templates test `containers is defined`.
     if inputs.containers_plugin:
@@ -294,12 +307,13 @@ def render_all(spec: ClusterSpec, inputs: RenderInputs) -> Dict[str, str]:
     """Return {file name: text} for every config file of the cluster (task_prolog.sh only
     where the inputs ask for a TaskProlog, slurmdbd.conf only with accounting, plugstack.conf
     only with a container plugin, oci.conf and oci_runtime.sh where a provider judged
-    container support, with or without it)."""
+    container support, with or without it, health_check.sh with the cluster's own health check)."""
     env = _environment()
     ctx = build_context(spec, inputs)
     templates = {**TEMPLATES, **(ACCOUNTING_TEMPLATES if spec.accounting else {}),
                  **(PLUGSTACK_TEMPLATES if inputs.containers_plugin else {}),
-                 **(OCI_TEMPLATES if "oci" in ctx else {})}
+                 **(OCI_TEMPLATES if "oci" in ctx else {}),
+                 **(HEALTH_CHECK_TEMPLATES if spec.health_check and spec.health_check.program is None else {})}
     if not inputs.task_prolog:
         templates.pop(TASK_PROLOG)
     return {out: env.get_template(tpl).render(**ctx) for out, tpl in templates.items()}

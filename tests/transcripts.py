@@ -43,6 +43,7 @@ PAGES: Dict[str, Dict[str, str]] = {
     "docs/faults.md": {
         "job.sh": "tests/data/transcripts/job.sh",
         "cluster.yaml": "tests/data/signals/preempt.yaml",
+        "gpu.yaml": "tests/data/transcripts/gpu-faults.yaml",
     },
     "docs/like.md": {"prod": "tests/data/like/h100-site"},
     "docs/verify.md": {},

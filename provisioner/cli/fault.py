@@ -12,7 +12,7 @@ from provisioner.cli.common import name_option
 from provisioner.cluster.faults.registry import CLUSTER, FAULTS, Fault, Param
 from provisioner.errors import ClusterNotFound, UsageError
 
-_TYPES = {"text": click.STRING, "seconds": click.IntRange(min=0), "float": click.FLOAT}
+_TYPES = {"text": click.STRING, "seconds": click.IntRange(min=0), "int": click.IntRange(min=0), "float": click.FLOAT}
 
 
 def _inject(name, verb, *args, **kwargs):
@@ -37,7 +37,9 @@ def command():
       simcluster fault kill-controller     # slurmctld dies; heal/up/start restart it from saved state
       simcluster fault stop-accounting     # slurmdbd down; jobs run, sacct catches up after heal
       simcluster fault drain node1 --reason maintenance
+      simcluster fault gpu node1 --xid 79  # a GPU falls off the bus; the health check drains node1
       simcluster fault heal                # undo everything, restart any dead daemon
+      simcluster fault heal node1          # undo node1's faults only
       simcluster fault time-limit 42 --in 120   # job 42 ends (TIMEOUT) in ~2 min, its --signal before
       simcluster fault preempt 42          # requeue/cancel job 42 as its PreemptMode says
 
@@ -47,8 +49,10 @@ def command():
 
 
 def _option(param: Param):
-    kind = click.Choice(list(param.choices), case_sensitive=False) if param.type == "choice" else _TYPES[param.type]
     dest = param.dest or param.flag.lstrip("-").replace("-", "_")
+    if param.type == "flag":
+        return click.option(param.flag, dest, is_flag=True, default=False, help=param.help)
+    kind = click.Choice(list(param.choices), case_sensitive=False) if param.type == "choice" else _TYPES[param.type]
     return click.option(param.flag, dest, type=kind, required=param.required, default=param.default,
                         metavar=param.metavar or None, help=param.help)
 
@@ -56,9 +60,11 @@ def _option(param: Param):
 def _fault_command(fault: Fault):
     """The click command of one fault row."""
     def run(name, target=None, **options):
-        args = () if target is None else (target,)
+        args = () if target is None or fault.node_optional else (target,)
         values = [options[p.dest or p.flag.lstrip("-").replace("-", "_")] for p in fault.params]
         extra = {"progress": lambda m: click.echo(m, err=True)} if fault.progress else {}
+        if fault.node_optional and target is not None:
+            extra["node"] = target
         click.echo(_inject(name, fault.verb, *args, *values, **extra))
     run.__name__ = fault.method
     run = name_option(run)
@@ -66,6 +72,8 @@ def _fault_command(fault: Fault):
         run = _option(param)(run)
     if fault.target != CLUSTER:
         run = click.argument("target", metavar=fault.target.upper() if fault.target == "node" else "JOBID")(run)
+    elif fault.node_optional:
+        run = click.argument("target", metavar="[NODE]", required=False)(run)
     return command.command(fault.verb, help=fault.help)(run)
 
 

@@ -90,6 +90,17 @@ class QosSpec:
 
 
 @dataclass(frozen=True)
+class HealthCheckSpec:
+    """slurm.conf's HealthCheckProgram/Interval/NodeState (healthCheck: in the spec;
+    docs/faults.md). ``program`` None: the cluster's own GPU health check (health_check.sh);
+    a path: that program (a production one kept by --like)."""
+
+    interval: int = 10  # seconds
+    node_state: str = "ANY"
+    program: Optional[str] = None
+
+
+@dataclass(frozen=True)
 class ClusterSpec:
     name: str
     backend: str
@@ -115,6 +126,8 @@ class ClusterSpec:
     # Local users of this host who use the cluster (docs/users.md): each must exist; with
     # accounting each gets an account of their own.
     users: Tuple[str, ...] = ()
+    # slurmd runs a health check every interval (healthCheck: in the spec); None: none.
+    health_check: Optional[HealthCheckSpec] = None
 
     @property
     def slurm_release(self) -> Optional[str]:
@@ -175,4 +188,5 @@ class ClusterSpec:
                    accounting=d.get("accounting", False),
                    failure_detection=d.get("failure_detection", "normal"), slurm=d.get("slurm"),
                    accounts=accounts, qos=qos, rest=d.get("rest", False), users=tuple(d.get("users", ())),
-                   metrics=d.get("metrics", False), metrics_port=d.get("metrics_port"))
+                   metrics=d.get("metrics", False), metrics_port=d.get("metrics_port"),
+                   health_check=HealthCheckSpec(**d["health_check"]) if d.get("health_check") else None)

@@ -12,7 +12,7 @@ from provisioner.config.parse import parse_gpu_list, parse_memory_mb, split_gpus
 from provisioner.config.problems import (TOKEN_RE, Problems, int_in, mappings, parsed_value, slurm_options, tokens,
                                          unknown_keys, yes_no)
 from provisioner.config.types import (API_VERSION, BACKENDS, KIND, READ_ONLY_BACKENDS, AccountSpec, ClusterSpec,
-                                      NodeSpec, PartitionSpec, QosSpec)
+                                      HealthCheckSpec, NodeSpec, PartitionSpec, QosSpec)
 from provisioner.config.versions import normalize as normalize_slurm
 from provisioner.errors import ConfigError
 
@@ -27,7 +27,7 @@ MAX_NODES = 1024
 TOP_KEYS = {"apiVersion", "kind", "name", "backend", "nodes", "nodePrefix", "gpus", "fakeGpus",
             "cpus", "memory", "controllerPort", "partitions", "slurmConf", "wait", "image",
             "privileged", "accounting", "failureDetection", "slurm", "gpuType", "gpuModel", "features",
-            "accounts", "qos", "rest", "users", "metrics"}
+            "accounts", "qos", "rest", "users", "metrics", "healthCheck"}
 # normal: Slurm's test-cluster timeouts; fast: a dead node is DOWN in ~12 s (docs/faults.md).
 FAILURE_DETECTION = ("normal", "fast")
 NODE_KEYS = {"name", "gpus", "cpus", "memory", "port", "gpuType", "gpuModel", "features", "options"}
@@ -162,6 +162,7 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
         p.add("accounts" if accounts else "qos", "accounts and QoS live in the accounting database: "
                                                 "set 'accounting: true' (or pass --accounting)")
     users = _validate_users(p, raw.get("users"), backend)
+    health_check = _validate_health_check(p, raw.get("healthCheck"))
     _check_partition_names(p, raw.get("partitions"), partitions, accounting, accounts, qos, users)
 
     if p.items:
@@ -171,7 +172,7 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
                        slurm_conf_extra=tuple(extra), wait=float(wait), image=image, privileged=privileged,
                        accounting=accounting, failure_detection=failure_detection, slurm=slurm,
                        accounts=tuple(accounts), qos=tuple(qos), rest=rest, users=users,
-                       metrics=metrics, metrics_port=metrics_port)
+                       metrics=metrics, metrics_port=metrics_port, health_check=health_check)
 
 
 def _validate_metrics(p: Problems, raw, backend: str) -> Tuple[bool, Optional[int]]:
@@ -191,6 +192,37 @@ def _validate_metrics(p: Problems, raw, backend: str) -> Tuple[bool, Optional[in
         p.add("metrics", f"only the local backend has the exporter so far (backend: {backend})")
         return False, None
     return on, port
+
+
+# HealthCheckNodeState's words (slurm.conf(5)); several may be given, comma-separated.
+HEALTH_CHECK_STATES = ("ALLOC", "ANY", "CYCLE", "IDLE", "MIXED", "NONDRAINED_IDLE")
+HEALTH_CHECK_KEYS = {"interval", "nodeState", "program"}
+
+
+def _validate_health_check(p: Problems, raw: Any) -> Optional[HealthCheckSpec]:
+    """healthCheck: true (the defaults), false or absent (none), or {interval, nodeState, program}."""
+    if raw is None or raw is False:
+        return None
+    if raw is True:
+        return HealthCheckSpec()
+    if not isinstance(raw, dict):
+        p.add("healthCheck", f"expected true, false or a mapping of {', '.join(sorted(HEALTH_CHECK_KEYS))}, "
+                             f"got {raw!r}")
+        return None
+    unknown_keys(p, "healthCheck", raw, HEALTH_CHECK_KEYS)
+    default = HealthCheckSpec()
+    interval = int_in(p, "healthCheck.interval", raw.get("interval", default.interval), 1, 86400)
+    state = raw.get("nodeState", default.node_state)
+    words = str(state).upper().split(",") if isinstance(state, str) else []
+    if not words or any(w not in HEALTH_CHECK_STATES for w in words):
+        p.add("healthCheck.nodeState", f"expected one or more of {', '.join(HEALTH_CHECK_STATES)} "
+                                       f"(comma-separated), got {state!r}")
+    program = raw.get("program")
+    if program is not None and (not isinstance(program, str) or not program.startswith("/") or "\n" in program):
+        p.add("healthCheck.program", f"expected an absolute path, got {program!r}")
+        program = None
+    return HealthCheckSpec(interval=interval or default.interval, node_state=",".join(words) or default.node_state,
+                           program=program)
 
 
 def _validate_nodes(p: Problems, raw: Dict, gpus: List[int], cpus: int, memory: int) -> List[NodeSpec]:

@@ -61,7 +61,9 @@ R_SCRIPT = "a script of the production hosts, not on this machine"
 R_TOPO = "network topology of real switches; one machine has none"
 R_MACHINE = "the machine decides: cgroups where it has them"
 R_SUBMIT = "job submit plugins and CLI filters are site code, out of scope"
-R_HEALTH = "health checks probe the production hardware"
+# The health check is kept (healthCheck: in the mirror's spec): the production program where it
+# is on this machine, else the cluster's own GPU check at the production interval (like/mapping.py).
+GLOBAL_HEALTH = ("HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState")
 R_JOBCOMP = "job completion records are the site's"
 R_NAME = "the cluster's name is the spec's: --name"
 R_TIMEOUT = "timeouts and housekeeping are simcluster's own, short ones"
@@ -96,7 +98,6 @@ _DROP_GROUPS: Tuple[Tuple[str, Iterable[str]], ...] = (
     (R_MACHINE, ("ProctrackType", "TaskPlugin", "TaskPluginParam", "JobAcctGatherType", "JobAcctGatherParams",
                  "JobContainerType", "CoreSpecPlugin", "SlurmdParameters", "LaunchType", "CgroupPlugin")),
     (R_SUBMIT, ("JobSubmitPlugins", "CliFilterPlugins")),
-    (R_HEALTH, ("HealthCheckProgram", "HealthCheckInterval", "HealthCheckNodeState")),
     (R_JOBCOMP, ("JobCompType", "JobCompLoc", "JobCompHost", "JobCompPort", "JobCompUser", "JobCompPass",
                  "JobCompParams")),
     (R_NAME, ("ClusterName",)),

@@ -8,8 +8,9 @@ partitions name. Everything else is reported, with a reason (provisioner/like/ke
 
 from __future__ import annotations
 
+import os
 import re
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from provisioner.config import hostlist
 from provisioner.config.problems import TOKEN_RE
@@ -58,6 +59,7 @@ class _Mapper:
         self.part_defaults: Dict[str, str] = {}
         self.nodesets: Dict[str, Tuple[Where, Dict[str, str]]] = {}
         self.accounting_lines: List[Tuple[Where, str, str]] = []
+        self.health_lines: List[Tuple[Where, str, str]] = []
         self.future: Dict[str, Where] = {}
         self.default_state: Optional[str] = None
         self.node_default_cpus: Optional[str] = None  # a NodeName=DEFAULT's CPUs= (not Procs=)
@@ -86,7 +88,36 @@ class _Mapper:
         self._resolve_partitions()
         for where, key, value in self.accounting_lines:
             self._accounting_setting(where, key, value)
+        self._health_check()
         return self.parsed
+
+    def _health_check(self) -> None:
+        """HealthCheckProgram/Interval/NodeState -> healthCheck: the production program where it is
+        on this machine (slurmd runs it as in production), else the cluster's own GPU check
+        at the production interval and node states; none where production runs none
+        (no program, or HealthCheckInterval=0, Slurm's default)."""
+        lines = {key: (where, value) for where, key, value in self.health_lines}
+        if not lines:
+            return
+        program = lines.get("HealthCheckProgram", (None, ""))[1]
+        interval = lines.get("HealthCheckInterval", (None, "0"))[1]
+        state = lines.get("HealthCheckNodeState", (None, "ANY"))[1]
+        first = next(iter(lines.values()))[0]
+        if not program or not interval.isdigit() or int(interval) == 0:
+            for key, (where, value) in lines.items():
+                self.report.drop(where, key, value, "production runs no health check (no HealthCheckProgram, "
+                                                    "or HealthCheckInterval=0)")
+            return
+        check: Dict[str, Any] = {"interval": int(interval), "nodeState": state.upper()}
+        for key, (where, value) in lines.items():
+            self.report.keep(where, key, value, "healthCheck: in the spec")
+        if os.access(program, os.X_OK) and os.path.isfile(program):
+            check["program"] = program
+        else:
+            self.report.note(f"{first}: HealthCheckProgram {program} is not on this machine: the mirror runs the "
+                             f"cluster's own GPU health check instead, every {interval} s on {state.upper()} nodes "
+                             "(docs/faults.md)")
+        self.parsed.health_check = check
 
     def _options(self, line: ConfLine, keep: Sequence[str], aliases: Dict[str, str], drop: Dict[str, str],
                  what: str) -> Dict[str, str]:
@@ -395,6 +426,9 @@ class _Mapper:
             if others:
                 self.report.drop(where, "GresTypes", ",".join(others), "a mirror has GPUs only: other gres are "
                                                                       "left out")
+            return
+        if keys.canonical(key, keys.GLOBAL_HEALTH):
+            self.health_lines.append((where, keys.canonical(key, keys.GLOBAL_HEALTH), _one_value(value)))
             return
         if keys.canonical(key, keys.GLOBAL_ACCOUNTING):
             self.accounting_lines.append((where, keys.canonical(key, keys.GLOBAL_ACCOUNTING), value))

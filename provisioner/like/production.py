@@ -63,6 +63,7 @@ class Parsed:
     accounting: bool = False
     accounts: List[str] = field(default_factory=list)
     qos: List[str] = field(default_factory=list)
+    health_check: Dict[str, Any] = field(default_factory=dict)  # the spec's healthCheck: (like/mapping.py)
 
 
 def apply_gres(parsed: Parsed, gres: GresConf, report: Report) -> None:
@@ -141,6 +142,8 @@ def to_raw(parsed: Parsed, keep: List[str], ids: Dict[str, List[int]], fake: boo
         raw["fakeGpus"] = fake
     if parsed.accounting:
         raw["accounting"] = True
+    if parsed.health_check:
+        raw["healthCheck"] = dict(parsed.health_check)
     if parsed.accounts:
         raw["accounts"] = [{"name": a} for a in parsed.accounts]
     if parsed.qos:

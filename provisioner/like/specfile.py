@@ -43,6 +43,10 @@ def spec_yaml(spec: ClusterSpec, source: str) -> str:
     raw["partitions"] = parts
     if spec.slurm_conf_extra:
         raw["slurmConf"] = list(spec.slurm_conf_extra)
+    if spec.health_check:
+        hc = spec.health_check
+        raw["healthCheck"] = {"interval": hc.interval, "nodeState": hc.node_state,
+                              **({"program": hc.program} if hc.program else {})}
     if spec.accounts:
         raw["accounts"] = [{"name": a.name} for a in spec.accounts]
     if spec.qos:

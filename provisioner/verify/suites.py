@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import List, Sequence
 
 from provisioner.errors import UsageError
-from provisioner.verify import basic, container, faults, isolation, rest, signals, training, versions
+from provisioner.verify import basic, container, faults, gpu_faults, isolation, rest, signals, training, versions
 from provisioner.verify.check_runner import Check
 
 SUITES = ("basic", "signals", "rest", "ddp", "fsdp", "deepspeed", "megatron", "faults")
@@ -84,6 +84,9 @@ CHECKS: Sequence[Check] = (
     Check("faults.accounting-outage", "faults", faults.check_accounting_outage,
           "slurmdbd down while jobs run: after heal sacct lists them COMPLETED (clusters with --accounting)",
           applies=lambda spec: bool(getattr(spec, "accounting", False))),
+    Check("faults.gpu-faults", "faults", gpu_faults.check_gpu_faults,
+          "fault gpu NODE --xid 79: the health check drains the node with the Xid in the reason; fault heal "
+          "NODE: idle again (the two times; fake-GPU clusters with healthCheck:)"),
 )
 
 

@@ -3,7 +3,8 @@ node, since, and what its undo needs), and the check before one is injected.
 
 A kind's record is what `status` lists (its ``what`` is the kind's verb) until the fault
 is undone: by its undo verb (`fault resume`), by `fault heal`, or by a repairing
-`up`/`start`, which restarts the daemons a fault killed and keeps only the drains.
+`up`/`start`, which restarts the daemons a fault killed and keeps only the drains and the
+GPU faults (a restart repairs no GPU).
 """
 
 from __future__ import annotations

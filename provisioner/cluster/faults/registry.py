@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from provisioner.cluster.faults import daemons, drain, job, kill, net, pause
+from provisioner.cluster.faults import daemons, drain, gpu, job, kill, net, pause
 from provisioner.cluster.lifecycle.repair import HOLD_REASON, repair
 from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.model.provider import NodeProcesses
@@ -40,7 +40,7 @@ class Param:
     flag: str  # "--reason"; the inject function's parameter is the name after "--" ("in" -> seconds: dest)
     metavar: str
     help: str
-    type: str = "text"  # "text", "seconds" (a whole number >= 0), "float", or "choice"
+    type: str = "text"  # "text", "seconds" or "int" (a whole number >= 0), "float", "choice", or "flag" (no value)
     required: bool = False
     choices: Tuple[str, ...] = ()
     default: Any = None
@@ -62,6 +62,7 @@ class Fault:
     node_problem: str = ""  # what `status` says of a node while it is in effect ("" for nothing)
     needs: Optional[type] = None  # the provider capability it needs (None: every backend)
     progress: bool = False  # its inject function takes progress=, for lines on standard error
+    node_optional: bool = False  # a CLUSTER fault that takes an optional NODE (passed as node=)
 
     @property
     def method(self) -> str:
@@ -74,11 +75,25 @@ class Fault:
         return self.target != JOB
 
 
-def heal(c: Cluster, timeout: Optional[float] = 120.0, progress: Progress = lambda line: None) -> str:
+def heal(c: Cluster, timeout: Optional[float] = 120.0, progress: Progress = lambda line: None,
+         node: Optional[str] = None) -> str:
     """Undo every fault still in effect, and restart any dead daemon (the repair path).
-    ``timeout`` None (or 0): the cluster's own --wait."""
+    ``timeout`` None (or 0): the cluster's own --wait. ``node``: undo only the faults recorded
+    on that node (dead daemons are restarted all the same)."""
     if c.state.phase == "stopped":
         raise UsageError(f"cluster '{c.name}' is stopped", f"start it: simcluster start --name {c.name}")
+    if node is not None and node not in c.node_names:
+        raise UsageError(f"unknown node '{node}' in cluster '{c.name}'")
+    others = [f for f in c.state.faults if node is not None and f.get("node") != node]
+    c.state.faults = [f for f in c.state.faults if all(f is not g for g in others)]
+    try:
+        return _heal(c, timeout, progress)
+    finally:
+        c.state.faults = others + c.state.faults
+        c.state.save()
+
+
+def _heal(c: Cluster, timeout: Optional[float], progress: Progress) -> str:
     timeout = timeout or c.spec.wait
     kinds = by_verb()
     first = [(f, kinds[f["what"]]) for f in c.state.faults if f.get("what") in kinds and kinds[f["what"]].undo_first]
@@ -116,15 +131,39 @@ FAULTS: Tuple[Fault, ...] = (
           "Take a node off the network, its processes running on (its eth0 down): slurmctld marks it "
           "not responding, then DOWN after SlurmdTimeout; heal brings the link back.",
           undo=net.reconnect, undo_first=True, node_problem="off the network by 'simcluster fault net'"),
+    Fault("gpu", NODE, gpu.inject_gpu,
+          """Make a fake GPU of NODE report a fault: an Xid, uncorrectable ECC errors, or lost.
+
+    nvidia-smi shows it (lost: gone from -L, the table says the GPU is lost; Xid 79:
+    ERR! fields; --ecc: the counts in the table and -q), the driver's line goes to the
+    node's kernel log (<config dir>/kmsg/NODE), the cluster's health check (healthCheck:
+    in the spec) drains the node within its interval ("gpu0: Xid 79 (GPU has fallen off
+    the bus)"), and the job processes holding the GPU die where the fault kills them
+    (Xid 79, 48, 74, 94, 95, 119, lost). 'fault heal [NODE]' clears it and resumes the node.
+
+    \b
+      simcluster fault gpu node1 --xid 79
+      simcluster fault gpu node1 --gpu 1 --ecc 3
+      simcluster fault gpu node2 --lost
+    """,
+          params=(Param("--gpu", "N", "The GPU's index on the node.  [default: 0]", type="int", default=0),
+                  Param("--xid", "XID", "The Xid the driver reports (79: fallen off the bus, 48: double-bit ECC, "
+                        "13: an application's error ...).", type="int"),
+                  Param("--ecc", "N", "N uncorrectable (volatile DRAM) ECC errors.", type="int"),
+                  Param("--lost", "", "The GPU falls off the bus: gone from nvidia-smi.", type="flag")),
+          undo=gpu.clear_gpu, node_problem="GPU fault by 'simcluster fault gpu'"),
     Fault("kill-controller", CLUSTER, daemons.kill_controller,
           "SIGKILL slurmctld; 'fault heal', 'start' or 'up' restart it from its saved state."),
     Fault("stop-accounting", CLUSTER, daemons.stop_accounting,
           "SIGKILL slurmdbd (accounting clusters): jobs run on, records reach sacct after heal."),
     Fault("heal", CLUSTER, heal,
-          "Undo every fault in effect (resume, undrain) and restart every dead daemon in place.",
+          """Undo every fault in effect (resume, undrain, clear GPU faults) and restart every dead daemon in place.
+
+    With NODE: undo only the faults on that node (dead daemons are restarted all the same).
+    """,
           params=(Param("--wait", "SECONDS", "How long to wait for the nodes to answer  [default: the cluster's --wait]",
                         type="float", dest="timeout"),),
-          undone_by="", progress=True),
+          undone_by="", progress=True, node_optional=True),
     Fault("time-limit", JOB, job.time_limit,
           """Move a running job's end to about SECONDS from now (scontrol update TimeLimit).
 

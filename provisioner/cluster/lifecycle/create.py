@@ -139,7 +139,8 @@ def stop(c: Cluster, grace: float = 15.0) -> str:
     if isinstance(c.provider, Stoppable):
         c.provider.stop_machines(c.state)
     c.state.phase = "stopped"
-    c.state.faults = [f for f in c.state.faults if f.get("what") == "drain"]  # kept by slurmctld's state
+    # Drains are kept by slurmctld's state; a GPU fault (gpu-faults.json) outlives a stop.
+    c.state.faults = [f for f in c.state.faults if f.get("what") in ("drain", "gpu")]
     c.state.save()
     return (f"cluster '{c.name}' stopped in {time.monotonic() - t0:.2f}s (state kept in {c.state.root}; "
             f"'simcluster start --name {c.name}' brings it back)")

@@ -297,8 +297,9 @@ def repair(cluster: Cluster, progress: Callable[[str], None], timeout: float) ->
     step(f"waiting for {len(c.node_names)} nodes to answer", lambda: wait_answering(c, timeout))
     if c.spec.accounting and dead & {"slurmctld", "slurmdbd", "mariadbd"}:
         step("waiting for slurmctld to register with slurmdbd", lambda: accounting.wait_registered(c, timeout))
-    # The daemons a fault killed run again; pauses are undone. Drains stay (fault heal undoes them).
-    st.faults = [f for f in st.faults if f.get("what") == "drain"]
+    # The daemons a fault killed run again; pauses are undone. Drains stay (fault heal undoes
+    # them), and so do GPU faults: a restart repairs no GPU (gpu-faults.json stays too).
+    st.faults = [f for f in st.faults if f.get("what") in ("drain", "gpu")]
     st.phase = "running"
     st.save()
     return done

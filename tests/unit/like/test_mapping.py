@@ -246,7 +246,7 @@ def test_settings_jobs_see_become_slurm_conf_lines(mirror_of):
     ("TopologyPlugin=topology/tree", "TopologyPlugin", "topology"),
     ("ProctrackType=proctrack/cgroup", "ProctrackType", "machine decides"),
     ("JobSubmitPlugins=lua", "JobSubmitPlugins", "out of scope"),
-    ("HealthCheckProgram=/usr/sbin/nhc", "HealthCheckProgram", "health"),
+    ("HealthCheckProgram=/usr/sbin/nhc", "HealthCheckProgram", "runs no health check"),
     ("JobCompType=jobcomp/elasticsearch", "JobCompType", "job completion"),
     ("ClusterName=prod", "ClusterName", "--name"),
     ("SlurmdTimeout=300", "SlurmdTimeout", "timeouts"),

@@ -43,7 +43,8 @@ def test_suites_parse_in_canonical_order_and_reject_unknown_names():
     assert exc.value.exit_code == 2 and "bogus" in exc.value.message
     # The controller/node gates always run first; a training suite brings only its check.
     assert [c.name for c in checks_for(["ddp"])] == ["basic.controller", "basic.nodes", "ddp.train"]
-    assert len({c.name for c in CHECKS}) == len(CHECKS) == 26  # rest.api joined (clusters made with --rest)
+    # rest.api joined (clusters made with --rest), then faults.gpu-faults
+    assert len({c.name for c in CHECKS}) == len(CHECKS) == 27
     # faults is not part of all (it breaks the cluster on purpose); named, it runs.
     assert parse_suites("faults") == ["faults"] and parse_suites("all,faults")[-1] == "faults"
     # basic.accounting joins only on clusters with accounting.

@@ -6,12 +6,16 @@ provider's provisioning step (install) before any node starts:
 - fake-gpus.json (render_fake_gpus): every node's GPU count and model as nvidia-smi
   reports it (provisioner/config/gpus.py: the node's gpuModel, else its gpuType's model,
   else a generic one), and the driver and CUDA versions shown;
-- bin/nvidia-smi: nvidia_smi.py and smi_output.py in one executable file (a Python zip
+- bin/nvidia-smi: nvidia_smi.py, smi_output.py, gpu_faults.py and gpu_health.py in one executable file (a Python zip
   application: a `#!/usr/bin/env python3` line, then a zip of both and a __main__.py that
   calls nvidia_smi.main), so a docker node mounts one file. Jobs find it first on PATH: the
   local backend's TaskProlog puts that bin/ there (configs/templates/task_prolog.sh.j2),
   docker node containers have it mounted at /usr/local/bin/nvidia-smi, and `simcluster
-  env` puts it on the login side's PATH.
+  env` puts it on the login side's PATH. The same file as bin/gpu-health-check runs the
+  GPU health check (gpu_health.py; configs/templates/health_check.sh.j2 runs it).
+
+`simcluster fault gpu` writes gpu-faults.json there too (gpu_faults.py: the one file of
+GPU fault state that the shim, the health check and `status` read).
 
 The shim finds fake-gpus.json beside slurm.conf (SLURM_CONF's directory, /etc/slurm,
 which is the config directory on docker nodes and, as root, on local ones) or in the
@@ -33,9 +37,16 @@ from provisioner.config.gpus import model_of
 from provisioner.config.types import ClusterSpec, NodeSpec
 
 SHIM_SOURCE = Path(__file__).resolve().with_name("nvidia_smi.py")
-SHIM_MODULES = (SHIM_SOURCE, SHIM_SOURCE.with_name("smi_output.py"))  # what bin/nvidia-smi holds
+SHIM_MODULES = (SHIM_SOURCE, SHIM_SOURCE.with_name("smi_output.py"),  # what bin/nvidia-smi holds
+                SHIM_SOURCE.with_name("gpu_faults.py"), SHIM_SOURCE.with_name("gpu_health.py"))
 SHIM_DIR = "bin"  # in the config directory
 SHIM_NAME = "nvidia-smi"
+# The GPU health check (gpu_health.py): the same zip application under this name runs it.
+HEALTH_CHECK_NAME = "gpu-health-check"
+_MAIN = (b"import os\nimport sys\n"
+         b"if os.path.basename(sys.argv[0]) == '" + HEALTH_CHECK_NAME.encode() + b"':\n"
+         b"    import gpu_health\n    sys.exit(gpu_health.main())\n"
+         b"import nvidia_smi\nsys.exit(nvidia_smi.main())\n")
 # Docker node containers: where the shim is mounted, on every PATH.
 CONTAINER_SHIM = "/usr/local/bin/nvidia-smi"
 # What the shim reports as the driver: a release of the data-centre driver branch that
@@ -43,7 +54,7 @@ CONTAINER_SHIM = "/usr/local/bin/nvidia-smi"
 DRIVER_VERSION = "535.183.06"
 CUDA_VERSION = "12.2"
 
-__all__ = ["CONTAINER_SHIM", "DATA_FILE", "SHIM_NAME", "gpu_uuid", "install", "node_data", "render_fake_gpus",
+__all__ = ["CONTAINER_SHIM", "DATA_FILE", "HEALTH_CHECK_NAME", "SHIM_NAME", "gpu_uuid", "health_check_path", "install", "node_data", "render_fake_gpus",
            "shim_dir", "shim_path"]
 
 
@@ -80,7 +91,7 @@ def shim_bytes() -> bytes:
     buf.write(b"#!/usr/bin/env python3\n")
     with zipfile.ZipFile(buf, "w") as z:  # stored, not deflated: no zlib needed where jobs run
         entries = [(m.name, m.read_bytes()) for m in SHIM_MODULES]
-        entries.append(("__main__.py", b"import sys\nimport nvidia_smi\nsys.exit(nvidia_smi.main())\n"))
+        entries.append(("__main__.py", _MAIN))
         for name, data in entries:
             z.writestr(zipfile.ZipInfo(name, date_time=(2020, 1, 1, 0, 0, 0)), data)
     return buf.getvalue()
@@ -100,5 +111,13 @@ def install(spec: ClusterSpec, config_dir: Path) -> List[Path]:
     # Written in place (same inode): a docker node container mounts this very file.
     shim.write_bytes(shim_bytes())
     os.chmod(shim, 0o755)
+    check = health_check_path(config_dir)
+    check.write_bytes(shim_bytes())
+    os.chmod(check, 0o755)
     os.chmod(shim.parent, 0o755)  # jobs may run as other users than the cluster's owner
-    return [data, shim]
+    return [data, shim, check]
+
+
+def health_check_path(config_dir: Path) -> Path:
+    """bin/gpu-health-check: the zip application that runs gpu_health.py (HealthCheckProgram's helper)."""
+    return shim_dir(config_dir) / HEALTH_CHECK_NAME

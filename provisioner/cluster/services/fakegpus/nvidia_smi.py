@@ -16,7 +16,7 @@ off the cluster's nodes (a login shell) the machine's own nvidia-smi if it has o
 none.
 
 Forms: the table (`nvidia-smi`), -L, --query-gpu=F,... --format=csv[,noheader][,nounits],
---query-compute-apps (no processes), -i, -l/--loop, -f/--filename, dmon (-s, -d, -c, -o,
+--query-compute-apps (no processes), -q [-d ECC], -i, -l/--loop, -f/--filename, dmon (-s, -d, -c, -o,
 -f, -i), --version, -h. Anything else: one line on stderr and exit 2. docs/gpus.md has the
 full list.
 """
@@ -38,6 +38,13 @@ else:
     from smi_output import (APP_ALIASES, APP_FIELDS, DOCS, EXIT_NOT_FOUND, EXIT_USAGE, NO_DEVICES, QUERY_ALIASES,
                             QUERY_FIELDS, ShimError, csv_header, dmon_columns, dmon_header, dmon_line, list_gpus,
                             parse_fields, parse_format, query_rows, table)
+# GPU faults (`simcluster fault gpu`): gpu-faults.json beside fake-gpus.json.
+if __package__:
+    from .gpu_faults import EXIT_GPU_LOST, FAULTS_FILE, apply_faults, lost_message, node_faults, read_faults
+    from .smi_output import details
+else:
+    from gpu_faults import EXIT_GPU_LOST, FAULTS_FILE, apply_faults, lost_message, node_faults, read_faults
+    from smi_output import details
 
 
 DATA_FILE = "fake-gpus.json"
@@ -108,9 +115,11 @@ def load_data(env, argv0):
     for path in data_paths(env, argv0):
         try:
             with open(path) as fh:
-                return json.load(fh)
+                data = json.load(fh)
         except (OSError, ValueError):
             continue
+        data["_faults"] = read_faults(os.path.join(os.path.dirname(path), FAULTS_FILE))
+        return data
     return None
 
 
@@ -124,7 +133,8 @@ def step_gpu_indices(env):
 
 def visible_gpus(data, env):
     """The GPUs this process sees (module docstring)."""
-    gpus = gpus_of_node(data or {}, env.get("SLURMD_NODENAME", ""))
+    node = env.get("SLURMD_NODENAME", "")
+    gpus = apply_faults(gpus_of_node(data or {}, node), node_faults((data or {}).get("_faults") or {}, node))
     wanted = step_gpu_indices(env)
     return gpus if wanted is None else [g for g in gpus if g["index"] in wanted]
 
@@ -168,6 +178,7 @@ class Args:
         self.delay = 1.0
         self.count = None
         self.options = ""
+        self.display = ""  # -q -d ECC,...
 
 
 def _take(argv, i, arg, long_names, short_names):
@@ -204,7 +215,8 @@ def _dmon_output_options(a, value):
 
 
 # Options without a value: {option: the mode it selects}, outside dmon and in it.
-FLAGS = {"-h": "help", "--help": "help", "--version": "version", "-L": "list", "--list-gpus": "list"}
+FLAGS = {"-h": "help", "--help": "help", "--version": "version", "-L": "list", "--list-gpus": "list",
+         "-q": "details", "--query": "details"}
 DMON_FLAGS = {"-h": "dmon-help", "--help": "dmon-help"}
 # Options with a value, tried in this order: (long name, short name or "", where it applies:
 # "any", "dmon" or "main" (outside dmon), what its value sets in Args).
@@ -218,6 +230,7 @@ VALUE_OPTIONS = (
     ("--query-gpu", "", "main", lambda a, v: a.__dict__.update(mode="query", query=v)),
     ("--query-compute-apps", "", "main", lambda a, v: a.__dict__.update(mode="apps", query=v)),
     ("--format", "", "main", lambda a, v: setattr(a, "format", v)),
+    ("--display", "-d", "main", lambda a, v: setattr(a, "display", v)),
     ("--loop", "-l", "main", lambda a, v: setattr(a, "loop", _number(v, "-l/--loop", 1))),
     ("--loop-ms", "-lms", "main", lambda a, v: setattr(a, "loop", _number(v, "-lms/--loop-ms", 1) / 1000.0)),
 )
@@ -253,6 +266,7 @@ HELP = """NVIDIA System Management Interface -- simcluster's shim for fake GPUs
 
     nvidia-smi [-i ID] [-l SEC | -lms MS] [-f FILE]          the summary table
     nvidia-smi -L                                            list the GPUs and their UUIDs
+    nvidia-smi -q [-d ECC]                                   details: identity and ECC error counts
     nvidia-smi --query-gpu=index,name,uuid,memory.total,... --format=csv[,noheader][,nounits]
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv    (no processes run on fake GPUs)
     nvidia-smi dmon [-i ID] [-s pucvmet] [-d SEC] [-c COUNT] [-o DT] [-f FILE]
@@ -318,6 +332,12 @@ def run(argv, env, stdout, stderr, argv0, clock=time.time, sleep=time.sleep):
     gpus = visible_gpus(data, env)
     if args.ids is not None:
         gpus = select_ids(gpus, args.ids) or []
+    lost = [g for g in gpus if g.get("lost")]
+    gpus = [g for g in gpus if not g.get("lost")]
+    if lost and args.mode in ("table", "details"):
+        # A GPU that fell off the bus: the real tool prints this and nothing else.
+        stdout.write("".join(lost_message(g) + "\n" for g in lost))
+        return EXIT_GPU_LOST
     if not gpus:
         stdout.write(NO_DEVICES + "\n")
         return EXIT_NOT_FOUND
@@ -334,6 +354,8 @@ def run(argv, env, stdout, stderr, argv0, clock=time.time, sleep=time.sleep):
             now = clock()
             if args.mode == "list":
                 out.write(list_gpus(gpus))
+            elif args.mode == "details":
+                out.write(details(gpus, data or {}, now, args.display))
             elif args.mode == "query":
                 if header and first:
                     out.write(csv_header(fields, {f: QUERY_FIELDS[f][0] for f in fields}))

@@ -43,8 +43,12 @@ def table(gpus, data, now):
              "|                                         |                      |               MIG M. |",
              "|" + "=" * 41 + "+" + "=" * 22 + "+" + "=" * 22 + "|"]
     for g in gpus:
+        if g.get("unreadable"):
+            lines += unreadable_rows(g, cells)
+            continue
         dc = g["datacenter"]
-        fan, ecc, mig, pm = ("N/A", "0", "Disabled", "On") if dc else ("30%", "N/A", "N/A", "Off")
+        fan, ecc, mig, pm = ("N/A", str(g.get("ecc_uncorrected", 0)), "Disabled", "On") if dc else \
+            ("30%", "N/A", "N/A", "Off")
         power = f"{int(g['power_draw'])}W / {g['power_limit']}W"
         memory = f"{g['memory_used']}MiB / {g['memory_total']}MiB"
         lines += [f"|{g['index']:>4}  {g['name'][:29]:<29}{pm:>4}  | {g['bus_id']} Off |{ecc:>21} |",
@@ -59,6 +63,15 @@ def table(gpus, data, now):
               "|  No running processes found".ljust(WIDTH + 1) + "|",
               rule]
     return "\n".join(lines) + "\n"
+
+
+def unreadable_rows(g, cells):
+    """A GPU the driver no longer reaches (Xid 79 ...): the table's ERR! fields."""
+    return [f"|{g['index']:>4}  {g['name'][:29]:<29}{'On':>4}  | {g['bus_id']} Off |{'ERR!':>21} |",
+            f"|ERR!  ERR!  ERR!{'ERR! / ERR!':>24} |{'0MiB / ' + str(g['memory_total']) + 'MiB':>21} |"
+            f"{'ERR!':>8}{'Default':>13} |",
+            f"|{'':41}|{'':22}|{'ERR!':>21} |",
+            cells]
 
 
 def list_gpus(gpus):
@@ -108,7 +121,8 @@ QUERY_FIELDS = {
     "utilization.memory": ("%", _fixed("0")),
     "ecc.mode.current": (None, lambda g, c: "Enabled" if g["datacenter"] else "[N/A]"),
     "ecc.errors.corrected.volatile.total": (None, lambda g, c: "0" if g["datacenter"] else "[N/A]"),
-    "ecc.errors.uncorrected.volatile.total": (None, lambda g, c: "0" if g["datacenter"] else "[N/A]"),
+    "ecc.errors.uncorrected.volatile.total": (None, lambda g, c: str(g.get("ecc_uncorrected", 0))
+                                              if g["datacenter"] else "[N/A]"),
     "temperature.gpu": (None, lambda g, c: str(g["temperature"])),
     "temperature.memory": (None, lambda g, c: str(g["memory_temperature"]) if g["datacenter"] else "N/A"),
     "power.management": (None, _fixed("Enabled")),
@@ -165,13 +179,18 @@ def csv_header(fields, units_of):
     return ", ".join(f"{f} [{units_of[f]}]" if units_of.get(f) else f for f in fields) + "\n"
 
 
+# What nvidia-smi still answers of a GPU the driver no longer reaches; other fields: [Unknown Error].
+UNREADABLE_KEEPS = ("timestamp", "driver_version", "count", "name", "uuid", "pci.bus_id", "pci.domain", "pci.bus",
+                    "pci.device", "index")
+
+
 def query_rows(gpus, fields, units, ctx):
     out = []
     for g in gpus:
         values = []
         for f in fields:
             unit, value = QUERY_FIELDS[f]
-            text = value(g, ctx)
+            text = "[Unknown Error]" if g.get("unreadable") and f not in UNREADABLE_KEEPS else value(g, ctx)
             values.append(f"{text} {unit}" if units and unit and not text.startswith("[") else text)
         out.append(", ".join(values) + "\n")
     return "".join(out)
@@ -215,3 +234,40 @@ def dmon_line(g, columns, date, clock, now):
                      time.strftime("%H:%M:%S", stamp).ljust(12) if clock else ""))
     return (" " + first + str(g["index"]).rjust(3 if first else 4)
             + "".join(f" {value(g)!s:>5}" for _, _, value in columns) + "\n")
+
+
+# -- -q (details) ------------------------------------------------------------------------------
+
+DETAIL_SECTIONS = ("ECC",)  # what -q -d DISPLAY shows beyond each GPU's identity
+
+
+def details(gpus, data, now, display=""):
+    """`nvidia-smi -q [-d ECC]`: each GPU's identity and its ECC mode and error counts
+    (simcluster fault gpu --ecc N sets the volatile uncorrectable DRAM count)."""
+    wanted = {x.strip().upper() for x in display.split(",") if x.strip()}
+    if wanted - set(DETAIL_SECTIONS):
+        raise ShimError(f'simcluster\'s nvidia-smi shim does not implement "-q -d {display}" (fake GPUs; -d takes '
+                        f'{", ".join(DETAIL_SECTIONS)}; {DOCS})')
+    lines = ["", "==============NVSMI LOG==============", "",
+             f"{'Timestamp':<38}: {time.strftime('%a %b %d %H:%M:%S %Y', time.localtime(now))}",
+             f"{'Driver Version':<38}: {data.get('driver_version', '')}",
+             f"{'CUDA Version':<38}: {data.get('cuda_version', '')}", "",
+             f"{'Attached GPUs':<38}: {len(gpus)}"]
+    for g in gpus:
+        lines.append(f"GPU {g['bus_id']}")
+        if not wanted:
+            lines += [f"    {'Product Name':<34}: {g['name']}", f"    {'Serial Number':<34}: {g['serial']}",
+                      f"    {'GPU UUID':<34}: {g['uuid']}", f"    {'Minor Number':<34}: {g['index']}"]
+        dc = g["datacenter"]
+        bad = "N/A" if not dc else ("ERR!" if g.get("unreadable") else None)
+        unc = bad or str(g.get("ecc_uncorrected", 0))
+        zero = bad or "0"
+        lines += [f"    {'ECC Mode':<34}", f"        {'Current':<30}: {'Enabled' if dc else 'N/A'}",
+                  f"        {'Pending':<30}: {'Enabled' if dc else 'N/A'}",
+                  f"    {'ECC Errors':<34}", "        Volatile",
+                  f"            {'SRAM Correctable':<26}: {zero}", f"            {'SRAM Uncorrectable':<26}: {zero}",
+                  f"            {'DRAM Correctable':<26}: {zero}", f"            {'DRAM Uncorrectable':<26}: {unc}",
+                  "        Aggregate",
+                  f"            {'SRAM Correctable':<26}: {zero}", f"            {'SRAM Uncorrectable':<26}: {zero}",
+                  f"            {'DRAM Correctable':<26}: {zero}", f"            {'DRAM Uncorrectable':<26}: {unc}", ""]
+    return "\n".join(lines) + "\n"

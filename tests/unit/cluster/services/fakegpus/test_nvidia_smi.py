@@ -278,7 +278,7 @@ def test_dmon_without_count_samples_until_stopped(config_dir):
     assert len(text.splitlines()) == 2 + 4
 
 
-@pytest.mark.parametrize("args", [("-q",), ("topo", "-m"), ("-pm", "1"), ("--query-gpu=index", "--format=csv", "-x")])
+@pytest.mark.parametrize("args", [("-q", "-d", "PIDS"), ("topo", "-m"), ("-pm", "1"), ("--query-gpu=index", "--format=csv", "-x")])
 def test_anything_else_says_it_is_not_implemented(config_dir, args):
     out = smi(config_dir, *args, **in_job(SLURM_JOB_GPUS="0"))
     assert out.returncode == 2 and out.stdout == ""

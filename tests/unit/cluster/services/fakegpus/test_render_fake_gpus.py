@@ -93,12 +93,13 @@ def test_real_gpus_get_no_shim(tmp_path):
 
 def test_install_writes_the_data_and_an_executable_shim(tmp_path):
     written = fakegpus.install(typed_spec(), tmp_path)
-    assert written == [tmp_path / "fake-gpus.json", tmp_path / "bin" / "nvidia-smi"]
+    assert written == [tmp_path / "fake-gpus.json", tmp_path / "bin" / "nvidia-smi", tmp_path / "bin" / "gpu-health-check"]
     shim = tmp_path / "bin" / "nvidia-smi"
     assert shim.read_bytes().startswith(b"#!/usr/bin/env python3\n")
     # One file that holds every module of the shim (a docker node mounts just this file).
     with zipfile.ZipFile(shim) as z:
-        assert sorted(z.namelist()) == ["__main__.py", "nvidia_smi.py", "smi_output.py"]
+        assert sorted(z.namelist()) == ["__main__.py", "gpu_faults.py", "gpu_health.py", "nvidia_smi.py",
+                                        "smi_output.py"]
         assert z.read("smi_output.py") == (Path(fakegpus.__file__).parent / "smi_output.py").read_bytes()
     assert stat.S_IMODE(shim.stat().st_mode) == 0o755
     assert json.loads((tmp_path / "fake-gpus.json").read_text())["cluster"] == "prod"
