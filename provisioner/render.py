@@ -133,7 +133,7 @@ class RenderInputs:
     cgroup_plugin: str = "autodetect"
     # The SPANK plugin that gives jobs pyxis's --container-* options, where the nodes can run
     # it (local as root with the plugin built, cluster/services/containers.py; docker: in the image,
-    # providers/docker/provider.py); None: Slurm knows no such options.
+    # providers/docker/node_features.py); None: Slurm knows no such options.
     containers_plugin: Optional[str] = None
     # Why a cluster has no container options, one line (`up` and `status` say it, and
     # oci_runtime.sh refuses `srun --container` with it); "" where it has them or where no

@@ -133,12 +133,12 @@ _NAMESPACE_PID_SCRIPT = ('{mount} -a --no-canonicalize -T "$0" || exit 1; spool=
                          'prev=$a; done; '
                          'exec "$@"')
 _AFTER_MOUNT = '-T "$0" || exit 1; '
-# A node with a cgroup namespace of its own (cgroup v2, cgroups.create_v2): the host's
+# A node with a cgroup namespace of its own (cgroup v2, cgroups_v2.create_v2): the host's
 # /sys/fs/cgroup leaves the node's mount namespace before the fstab mounts the node's there
 # (Slurm 24.11 takes the first cgroup2 line of /proc/1/mountinfo for its mount), and once it
 # is mounted the node's pid 1 and this shell move from the cgroup the chain joined (the one
 # for processes outside the node's PID namespace) into the node's init leaf: their pids as
-# this namespace sees them ("init": cgroups.V2_INIT; namespace_prefix fills in the pids).
+# this namespace sees them ("init": cgroups_v2.V2_INIT; namespace_prefix fills in the pids).
 _V2_BEFORE_MOUNT = "{umount} -l /sys/fs/cgroup 2>/dev/null; "
 _V2_AFTER_MOUNT = "for p in {pids}; do echo $p > /sys/fs/cgroup/init/cgroup.procs || exit 1; done; "
 # Where Slurm's commands look for slurm.conf when SLURM_CONF is not set (Debian's packages:
@@ -431,20 +431,20 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
     nodes' network namespaces are kept): the rest is root's chain (or the starter), run as
     that namespace's root, with the user mapped back to itself last (an inner user
     namespace, as without ``enter``), so slurmd and its jobs run as the user. With
-    ``cgroup_scope`` too (cgroups.scope_argv: a cgroup v2 host whose systemd delegates a
+    ``cgroup_scope`` too (cgroups_delegated.scope_argv: a cgroup v2 host whose systemd delegates a
     subtree to the user), the node starts in a delegated systemd scope of its own first, and
-    the chain makes in it the node's cgroup tree and namespace (cgroups.scope_join_script),
+    the chain makes in it the node's cgroup tree and namespace (cgroups_delegated.scope_join_script),
     then goes on as root's cgroup v2 chain does; the starter is not used then.
     """
     if enter:
         join = None
         if cgroup_scope:
-            from provisioner.providers.local import cgroups  # the one place that knows the tree
-            join, starter = cgroups.scope_join_script(), None
+            from provisioner.providers.local import cgroups_delegated  # the one place that knows the tree
+            join, starter = cgroups_delegated.scope_join_script(), None
         inner = _namespace_prefix(fstab, 0, 0, init, spool, netns, join, (), starter, None, fresh_boottime, None,
                                   user_namespace=True, own_cgroup_ns=bool(cgroup_scope))
         return [*cgroup_scope, *enter, *inner, find_binary("unshare") or "unshare", "--user", f"--map-user={uid}",
-                f"--map-group={gid}", *(cgroups.preload_argv() if cgroup_scope else [])]
+                f"--map-group={gid}", *(cgroups_delegated.preload_argv() if cgroup_scope else [])]
     return _namespace_prefix(fstab, uid, gid, init, spool, netns, cgroup_join, cgroup_procs, starter, cgroup_ns,
                              fresh_boottime, outer_cgroup_procs, user_namespace=uid != 0)
 
@@ -455,7 +455,7 @@ def _namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str], spool
                       outer_cgroup_procs: Optional[str], user_namespace: bool,
                       own_cgroup_ns: bool = False) -> List[str]:
     """``own_cgroup_ns``: ``cgroup_join`` makes the node's cgroup v2 namespace itself (a
-    delegated scope, cgroups.scope_join_script) instead of joining one kept in a file."""
+    delegated scope, cgroups_delegated.scope_join_script) instead of joining one kept in a file."""
     if uid == 0 and init and starter:
         opts = ["--net", netns] if netns else []
         for procs in cgroup_procs:

@@ -35,7 +35,7 @@ from provisioner.errors import StartupError, UsageError
 from provisioner.paths import ClusterLayout
 from provisioner.progress import Progress
 from provisioner.providers.local import preflight
-from provisioner.providers.local import cgroups, names, network, userns
+from provisioner.providers.local import cgroupfs, cgroups, cgroups_delegated, cgroups_v2, names, network, userns
 from provisioner.providers.local.ports import allocate_ports
 from provisioner.providers.local.processes import cluster_pids, node_pids, terminate
 from provisioner.render import AccountingInputs, RenderInputs, gres_per_node, shape_is_real, write_files
@@ -158,19 +158,19 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
         scope = None
         if in_namespace and os.geteuid() != 0:
             # An ordinary user: cgroups in the subtree their systemd delegates to them, where it does.
-            scope = cgroups.delegation(host_slurm_version())
+            scope = cgroups_delegated.delegation(host_slurm_version())
             cg_note = scope.reason
         else:
             cg_note = cgroups.unavailable_reason() if in_namespace else names.NO_CGROUPS_NOTE
         state.provider_data["cgroups"] = not cg_note
-        if cgroups.is_v2() and not cg_note:
+        if cgroupfs.is_v2() and not cg_note:
             # Each node's slurmd makes its slurmstepd scope in its own cgroup namespace
             # (cgroups.py), never a systemd unit: two clusters' node1 would share that.
             state.provider_data["cgroup_ignore_systemd"] = True
-        elif cgroups.v2_without_systemd():
+        elif cgroups_v2.v2_without_systemd():
             state.provider_data["cgroup_ignore_systemd"] = True
             if os.geteuid() == 0:
-                problem = cgroups.prepare_v2_without_systemd()
+                problem = cgroups_v2.prepare_v2_without_systemd()
                 if problem:
                     progress(f"   cgroup v2 without systemd: {problem} (slurmd may refuse to start)")
         with port_lock():
@@ -284,14 +284,14 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             # traffic off this host): lookups must fail at once, not after time-outs.
             extra_files[names.RESOLV_FILE] = names.node_resolv_conf()
             mounts.append((str(layout.etc / names.RESOLV_FILE), names.RESOLV_CONF))
-        v2 = use_cgroups and cgroups.is_v2()
-        # An ordinary user's nodes: a delegated systemd scope each start (cgroups.scope_argv).
+        v2 = use_cgroups and cgroupfs.is_v2()
+        # An ordinary user's nodes: a delegated systemd scope each start (cgroups_delegated.scope_argv).
         scope = state.provider_data.get("cgroup_scope") if use_cgroups else None
         # Slurm confines devices with eBPF programs, which only root may attach.
         confined_devices = use_cgroups and not scope
         cores_in_cgroup = not scope or "cpuset" in scope.get("controllers", ())
         if use_cgroups:
-            mounts_cg = cgroups.fstab_lines_v2() if v2 else cgroups.fstab_lines()
+            mounts_cg = cgroups_v2.fstab_lines_v2() if v2 else cgroups.fstab_lines()
         ompi_params = names.openmpi_params(net.subnet if net else "lo") if init else None
         if ompi_params:
             extra_files[OPENMPI_PARAMS_FILE] = ompi_params
@@ -310,14 +310,14 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             prefix = names.namespace_prefix(
                 fstab, os.getuid(), os.getgid(), init, str(layout.spool),
                 netns=net.netns(NODE_TOKEN) if net else None,
-                cgroup_join=((cgroups.join_script_v2 if v2 else cgroups.join_script)(_tag(state))
+                cgroup_join=((cgroups_v2.join_script_v2 if v2 else cgroups.join_script)(_tag(state))
                              if use_cgroups else None),
-                cgroup_procs=((cgroups.procs_files_v2 if v2 else cgroups.procs_files)(_tag(state))
+                cgroup_procs=((cgroups_v2.procs_files_v2 if v2 else cgroups.procs_files)(_tag(state))
                               if use_cgroups else ()), starter=names.node_starter(),
-                cgroup_ns=cgroups.cgroup_ns_path(_tag(state), NODE_TOKEN) if v2 else None,
+                cgroup_ns=cgroups_v2.cgroup_ns_path(_tag(state), NODE_TOKEN) if v2 else None,
                 fresh_boottime=not boot_note,
-                outer_cgroup_procs=cgroups.outer_procs_file_v2(_tag(state)) if v2 else None, enter=enter,
-                cgroup_scope=cgroups.scope_argv(_tag(state), scope["runtime_dir"]) if scope and enter else ())
+                outer_cgroup_procs=cgroups_v2.outer_procs_file_v2(_tag(state)) if v2 else None, enter=enter,
+                cgroup_scope=cgroups_delegated.scope_argv(_tag(state), scope["runtime_dir"]) if scope and enter else ())
         ctl_addr = net.addrs[network.CONTROLLER_KEY] if net else "127.0.0.1"
         ctl_prefix = (find_binary("nsenter") or "nsenter", f"--net={net.netns(network.CONTROLLER_KEY)}") \
             if net else ()
@@ -352,7 +352,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
                               cgroup_devices=confined_devices, cgroup_cores=cores_in_cgroup,
                               node_subnet=net.subnet if net else None,
                               cgroup_ignore_systemd=bool(state.provider_data.get("cgroup_ignore_systemd")),
-                              cgroup_plugin=cgroups.slurm_plugin(use_cgroups, host_slurm_version()),
+                              cgroup_plugin=cgroups_v2.slurm_plugin(use_cgroups, host_slurm_version()),
                               containers_plugin=None if no_containers else str(containers.PLUGIN_PATH),
                               containers_note=no_containers)
         return Placement(
@@ -486,7 +486,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
         scope = state.provider_data.get("cgroup_scope")
         if scope:
             # Each node's scope went with its processes; one a process outlived is stopped.
-            cgroups.stop_scopes(tag, scope.get("runtime_dir", ""))
+            cgroups_delegated.stop_scopes(tag, scope.get("runtime_dir", ""))
         elif state.provider_data.get("cgroups"):
             # A killed task leaves its cgroup a moment after the signal.
             try:

@@ -9,7 +9,8 @@ from pathlib import Path
 from provisioner.paths import ClusterLayout
 from provisioner.providers.docker import images
 from provisioner.providers.docker.exec_runner import DockerExecRunner
-from provisioner.providers.docker.provider import containers_note, container_config
+from provisioner.providers.docker.node_containers import container_config
+from provisioner.providers.docker.node_features import containers_note
 from tests.unit.conftest import spec_from
 
 

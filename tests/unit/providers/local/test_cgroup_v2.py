@@ -6,31 +6,31 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from provisioner.providers.local import cgroups
+from provisioner.providers.local import cgroups_delegated, cgroups_v2
 from provisioner.render import render_all
 from tests.unit.conftest import fixed_inputs, spec_from
 
 
 def test_v2_without_dbus_is_recognised(tmp_path):
     (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
-    assert cgroups.v2_without_systemd(tmp_path, str(tmp_path / "no-socket"))
+    assert cgroups_v2.v2_without_systemd(tmp_path, str(tmp_path / "no-socket"))
     socket = tmp_path / "bus"
     socket.write_text("")
-    assert not cgroups.v2_without_systemd(tmp_path, str(socket))  # systemd's D-Bus answers there
-    assert not cgroups.v2_without_systemd(tmp_path / "v1-host", str(tmp_path / "no-socket"))
+    assert not cgroups_v2.v2_without_systemd(tmp_path, str(socket))  # systemd's D-Bus answers there
+    assert not cgroups_v2.v2_without_systemd(tmp_path / "v1-host", str(tmp_path / "no-socket"))
 
 
 def test_prepare_makes_the_slice_and_enables_controllers(tmp_path):
-    for d in (tmp_path, tmp_path / cgroups.V2_SLICE):
+    for d in (tmp_path, tmp_path / cgroups_v2.V2_SLICE):
         d.mkdir(exist_ok=True)
         (d / "cgroup.subtree_control").write_text("")
-    assert cgroups.prepare_v2_without_systemd(tmp_path) == ""
-    assert (tmp_path / "cgroup.subtree_control").read_text() == cgroups.V2_CONTROLLERS
-    assert (tmp_path / cgroups.V2_SLICE / "cgroup.subtree_control").read_text() == cgroups.V2_CONTROLLERS
+    assert cgroups_v2.prepare_v2_without_systemd(tmp_path) == ""
+    assert (tmp_path / "cgroup.subtree_control").read_text() == cgroups_v2.V2_CONTROLLERS
+    assert (tmp_path / cgroups_v2.V2_SLICE / "cgroup.subtree_control").read_text() == cgroups_v2.V2_CONTROLLERS
 
 
 def test_prepare_says_what_it_could_not_do(tmp_path):
-    assert "cannot make" in cgroups.prepare_v2_without_systemd(tmp_path / "missing" / "deeper")
+    assert "cannot make" in cgroups_v2.prepare_v2_without_systemd(tmp_path / "missing" / "deeper")
 
 
 def test_cgroup_conf_says_ignore_systemd_only_where_asked():
@@ -41,7 +41,7 @@ def test_cgroup_conf_says_ignore_systemd_only_where_asked():
     assert "\nIgnoreSystemd=yes\n" in text
 
 
-# -- nodes with cgroup v2 limits (cgroups.py's cgroup v2 part) -------------------------------
+# -- nodes with cgroup v2 limits (cgroups_v2.py) -------------------------------
 
 import struct
 
@@ -95,12 +95,12 @@ def test_slurm_plugin_keeps_v2_where_nodes_use_cgroups(tmp_path):
     v1_host.mkdir()
     v2_host.mkdir()
     (v2_host / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
-    assert cgroups.slurm_plugin(True, "22.05.8", v2_host) == "autodetect"
-    assert cgroups.slurm_plugin(False, "22.05.8", v1_host) == "autodetect"
+    assert cgroups_v2.slurm_plugin(True, "22.05.8", v2_host) == "autodetect"
+    assert cgroups_v2.slurm_plugin(False, "22.05.8", v1_host) == "autodetect"
     # Rootless on cgroup v2: slurmd must not load cgroup/v2, which would make cgroups.
-    assert cgroups.slurm_plugin(False, "22.05.8", v2_host) == "cgroup/v1"
-    assert cgroups.slurm_plugin(False, "24.11.5", v2_host) == "disabled"
-    assert cgroups.slurm_plugin(False, None, v2_host) == "cgroup/v1"
+    assert cgroups_v2.slurm_plugin(False, "22.05.8", v2_host) == "cgroup/v1"
+    assert cgroups_v2.slurm_plugin(False, "24.11.5", v2_host) == "disabled"
+    assert cgroups_v2.slurm_plugin(False, None, v2_host) == "cgroup/v1"
 
 
 def test_cgroup_conf_names_the_plugin_it_is_given():
@@ -112,7 +112,7 @@ def test_cgroup_conf_names_the_plugin_it_is_given():
 
 
 def test_a_node_enters_its_kept_cgroup_namespace_instead_of_making_one():
-    ns = cgroups.cgroup_ns_path("abc123", "@NODE@")
+    ns = cgroups_v2.cgroup_ns_path("abc123", "@NODE@")
     procs = ["/sys/fs/cgroup/simcluster/abc123/@NODE@/init/cgroup.procs"]
     starter = names.namespace_prefix("/f.fstab", 0, 0, "/usr/bin/tini", "/spool", cgroup_procs=procs,
                                      starter="/x/simcluster-node-start", cgroup_ns=ns)
@@ -134,14 +134,14 @@ def test_v2_node_keeps_its_init_leaf_to_its_own_processes():
     namespace before its own is mounted, and the process outside the node's PID namespace
     is not in N/init (the starter's outer half: --outer-cgroup-procs; the chain joins
     N/starter and its namespace script moves pid 1 and itself into N/init)."""
-    ns = cgroups.cgroup_ns_path("abc123", "@NODE@")
-    outer = cgroups.outer_procs_file_v2("abc123")
+    ns = cgroups_v2.cgroup_ns_path("abc123", "@NODE@")
+    outer = cgroups_v2.outer_procs_file_v2("abc123")
     assert outer == "/sys/fs/cgroup/simcluster/abc123/@NODE@/starter/cgroup.procs"
     starter = names.namespace_prefix("/f.fstab", 0, 0, "/usr/bin/tini", "/spool", cgroup_procs=["/p"],
                                      starter="/x/simcluster-node-start", cgroup_ns=ns, outer_cgroup_procs=outer)
     assert starter[starter.index("--outer-cgroup-procs") + 1] == outer
     chain = names.namespace_prefix("/f.fstab", 0, 0, "/usr/bin/tini", "/spool",
-                                   cgroup_join=cgroups.join_script_v2("abc123"), cgroup_ns=ns)
+                                   cgroup_join=cgroups_v2.join_script_v2("abc123"), cgroup_ns=ns)
     script = next(a for a in chain if "mount" in a and "-a" in a)
     assert script.index("-l /sys/fs/cgroup") < script.index(" -a ")
     assert script.index(" -a ") < script.index("for p in 1 $$; do echo $p > /sys/fs/cgroup/init/cgroup.procs")
@@ -150,15 +150,15 @@ def test_v2_node_keeps_its_init_leaf_to_its_own_processes():
 
 
 def test_v2_node_mounts_its_own_cgroup2_over_a_tmpfs():
-    lines = cgroups.fstab_lines_v2()
+    lines = cgroups_v2.fstab_lines_v2()
     assert [ln.split()[1:3] for ln in lines] == [["/sys/fs/cgroup", "tmpfs"], ["/sys/fs/cgroup", "cgroup2"]]
 
 
 def test_v2_node_cgroups_are_per_cluster():
-    a, b = cgroups.v2_node_dir("aaaaaa", "node1"), cgroups.v2_node_dir("bbbbbb", "node1")
+    a, b = cgroups_v2.v2_node_dir("aaaaaa", "node1"), cgroups_v2.v2_node_dir("bbbbbb", "node1")
     assert a != b and a.parent.parent == b.parent.parent
-    assert cgroups.cgroup_ns_path("aaaaaa", "node1") != cgroups.cgroup_ns_path("bbbbbb", "node1")
-    assert cgroups.join_script_v2("aaaaaa").startswith('echo $$ > "/sys/fs/cgroup/simcluster/aaaaaa/$0/starter/')
+    assert cgroups_v2.cgroup_ns_path("aaaaaa", "node1") != cgroups_v2.cgroup_ns_path("bbbbbb", "node1")
+    assert cgroups_v2.join_script_v2("aaaaaa").startswith('echo $$ > "/sys/fs/cgroup/simcluster/aaaaaa/$0/starter/')
 
 
 # -- cgroup v2 delegated to an ordinary user (a systemd user scope per node start) ----------
@@ -171,12 +171,12 @@ from provisioner.providers.local import userns
 
 
 def test_rootless_delegation_says_why_not_on_v1_and_for_newer_slurm(tmp_path):
-    assert cgroups.delegation("22.05.8", root=tmp_path).reason == cgroups.ROOTLESS_V1  # no cgroup.controllers: v1
+    assert cgroups_delegated.delegation("22.05.8", root=tmp_path).reason == cgroups_delegated.ROOTLESS_V1  # no cgroup.controllers: v1
     (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
-    why = cgroups.delegation("24.11.5", root=tmp_path).reason
+    why = cgroups_delegated.delegation("24.11.5", root=tmp_path).reason
     assert "24.11.5" in why and "limits are not enforced" in why
     (tmp_path / "cgroup.controllers").write_text("cpu pids\n")
-    assert "without the memory controller" in cgroups.delegation("22.05.8", root=tmp_path).reason
+    assert "without the memory controller" in cgroups_delegated.delegation("22.05.8", root=tmp_path).reason
 
 
 def test_a_node_start_runs_in_a_scope_of_its_own_named_by_cluster_node_and_pid(tmp_path):
@@ -186,7 +186,7 @@ def test_a_node_start_runs_in_a_scope_of_its_own_named_by_cluster_node_and_pid(t
     fake = tmp_path / "systemd-run"
     fake.write_text('#!/bin/sh\necho "XDG=$XDG_RUNTIME_DIR"; for a in "$@"; do echo "$a"; done\n')
     fake.chmod(0o755)
-    argv = [a.replace(NODE_TOKEN, "node1") for a in cgroups.scope_argv("abc123", "/run/user/1001")]
+    argv = [a.replace(NODE_TOKEN, "node1") for a in cgroups_delegated.scope_argv("abc123", "/run/user/1001")]
     argv[-1] = str(fake)
     out = subprocess.run(argv + ["next", "arg"], stdout=subprocess.PIPE, text=True, check=True).stdout.split("\n")
     assert out[0] == "XDG=/run/user/1001"
@@ -201,29 +201,29 @@ def test_rootless_delegated_chain_makes_the_nodes_tree_in_its_scope_then_goes_on
     the cluster's user namespace, the node's network, the join script that makes the node's
     cgroup namespace while it is the scope's only process, root's v2 namespace script
     (no --cgroup: made already), the user mapped back, slurmd with the chown shim."""
-    scope, enter = cgroups.scope_argv("abc123", "/run/user/1001"), userns.enter_argv("/c/netns")
+    scope, enter = cgroups_delegated.scope_argv("abc123", "/run/user/1001"), userns.enter_argv("/c/netns")
     argv = names.namespace_prefix("/c/etc/node-mounts.fstab", 1001, 1002, "/usr/bin/tini", "/c/spool",
                                   netns="/c/netns/n", starter="/x/simcluster-node-start", enter=enter,
                                   cgroup_scope=scope)
     assert argv[:len(scope)] == scope and argv[len(scope):len(scope) + len(enter)] == enter
     rest = argv[len(scope) + len(enter):]
     assert "/x/simcluster-node-start" not in rest  # the chain: the starter knows no scope
-    join = rest.index(cgroups.scope_join_script())
+    join = rest.index(cgroups_delegated.scope_join_script())
     unshare = next(i for i, a in enumerate(rest) if a.endswith("unshare"))
     assert rest[0].endswith("nsenter") and rest[1] == "--net=/c/netns/n" and join < unshare
     assert "--cgroup" not in rest[unshare:]
     script = next(a for a in rest if " -a " in a)
     assert "-l /sys/fs/cgroup" in script and "for p in 1 $$; do echo $p > /sys/fs/cgroup/init/cgroup.procs" in script
     assert rest[-6:] == [runner.find_binary("unshare"), "--user", "--map-user=1001", "--map-group=1002",
-                         *cgroups.preload_argv()]
-    assert cgroups.preload_argv()[1] == f"LD_PRELOAD={cgroups.CHOWN_SHIM}"
+                         *cgroups_delegated.preload_argv()]
+    assert cgroups_delegated.preload_argv()[1] == f"LD_PRELOAD={cgroups_delegated.CHOWN_SHIM}"
 
 
 def test_the_join_script_makes_the_namespace_before_it_leaves_the_scope():
     """A cgroup namespace is rooted where its maker is: `unshare --cgroup` runs while the
     process is still in N, and only then does it move into N/starter and give N's children
     their controllers (a cgroup that gives controllers holds no process)."""
-    script = cgroups.scope_join_script()
+    script = cgroups_delegated.scope_join_script()
     assert script.index("--cgroup") < script.index('"$0/starter/cgroup.procs"') < script.index("cgroup.subtree_control")
     assert "unset INVOCATION_ID" in script  # else slurmd stays in /init instead of its slurmstepd scope
 
@@ -261,7 +261,7 @@ def test_rootless_delegation_wants_a_lingering_manager(tmp_path):
     """Without lingering the user's manager stops at the last logout, and every scope it
     holds (the nodes) with it: limits stay off, and the note says how to linger."""
     (tmp_path / "cgroup.controllers").write_text("cpuset cpu io memory pids\n")
-    if not cgroups.CHOWN_SHIM.exists() or not runner.find_binary("systemd-run"):
+    if not cgroups_delegated.CHOWN_SHIM.exists() or not runner.find_binary("systemd-run"):
         pytest.skip("needs the chown shim built (make setup) and systemd-run")
-    why = cgroups.delegation("22.05.8", root=tmp_path, linger_dir=str(tmp_path / "linger")).reason
+    why = cgroups_delegated.delegation("22.05.8", root=tmp_path, linger_dir=str(tmp_path / "linger")).reason
     assert "loginctl enable-linger" in why and "not enforced" in why

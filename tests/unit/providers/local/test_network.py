@@ -7,7 +7,7 @@ import ipaddress
 import pytest
 
 from provisioner.cluster.model.placement import NODE_TOKEN
-from provisioner.providers.local import cgroups, names, network
+from provisioner.providers.local import cgroupfs, cgroups, names, network
 
 
 @pytest.mark.parametrize("count,prefix", [(1, 24), (3, 24), (253, 24), (254, 23), (509, 23), (510, 22)])
@@ -68,9 +68,9 @@ def test_node_cgroup_mounts_are_a_fresh_tmpfs_then_every_v1_hierarchy(tmp_path):
     lines = cgroups.fstab_lines(str(mounts))
     assert lines[0].split()[1:3] == ["/sys/fs/cgroup", "tmpfs"]
     # Not the host's own source name: `mount -a` would take the hierarchy as mounted already.
-    assert all(line.split()[0] == cgroups.MOUNT_SOURCE for line in lines)
+    assert all(line.split()[0] == cgroupfs.MOUNT_SOURCE for line in lines)
     # Only the hierarchies a node has a cgroup in (CONTROLLERS): not cpu,cpuacct here.
-    assert lines[1:] == [f"{cgroups.MOUNT_SOURCE} /sys/fs/cgroup/memory cgroup rw,memory,X-mount.mkdir 0 0"]
+    assert lines[1:] == [f"{cgroupfs.MOUNT_SOURCE} /sys/fs/cgroup/memory cgroup rw,memory,X-mount.mkdir 0 0"]
 
 
 def test_the_join_script_moves_the_shell_into_every_controller_of_its_node():
