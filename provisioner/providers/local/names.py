@@ -2,7 +2,7 @@
 
 Every virtual node gets an address of its own on the loopback network (127.B.x.y, one
 block 127.B.0.0/16 per cluster; never 127.0.0.0/16, whose 127.0.1.1 Debian gives the host
-name), so a process can bind its node's address and port while another node binds the
+name: loopback_addresses.py), so a process can bind its node's address and port while another node binds the
 same port on its own address, and MASTER_ADDR differs from node to node.
 
 Names resolve through the cluster's own hosts file. Where the kernel lets us, each slurmd
@@ -25,52 +25,21 @@ carries ::ffff: lines too, and an unspecified-family lookup of a node name retur
 from __future__ import annotations
 
 import os
-import random
 import shlex
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from provisioner.cluster.model.command_runner import descendant_pid as daemon_pid  # the slurmd behind namespace_prefix
 from provisioner.cluster.model.command_runner import find_binary
 from provisioner.cluster.model.placement import NODE_TOKEN
-from provisioner.config.types import ClusterSpec
 from provisioner.paths import REPO_ROOT
+
 
 NAMESPACE = "mount-namespace"
 NSS_WRAPPER = "nss_wrapper"
-# 127.0.x.x holds localhost and Debian's 127.0.1.1 <hostname>; 127.255 is left alone.
-BLOCK_RANGE = (2, 254)
-PER_THIRD_OCTET = 254  # .1 to .254 in each /24
-
-
-def node_address(block: int, index: int) -> str:
-    """The address of the ``index``-th node (0-based) in block 127.<block>.0.0/16."""
-    return f"127.{block}.{index // PER_THIRD_OCTET}.{index % PER_THIRD_OCTET + 1}"
-
-
-def node_addresses(spec: ClusterSpec, block: int) -> Dict[str, str]:
-    return {n.name: node_address(block, i) for i, n in enumerate(spec.nodes)}
-
-
-def pick_block(taken: Iterable[int], seed=None) -> int:
-    """A /16 block no other cluster of this home uses (any block when all are taken: the
-    ports still differ, so clusters sharing a block still work)."""
-    lo, hi = BLOCK_RANGE
-    used = set(taken)
-    free = [b for b in range(lo, hi + 1) if b not in used]
-    return random.Random(seed).choice(free or list(range(lo, hi + 1)))
-
-
-def block_of(addrs: Dict[str, str]) -> Optional[int]:
-    """The block a cluster's node addresses lie in (None for the old shared 127.0.0.1)."""
-    for addr in addrs.values():
-        parts = addr.split(".")
-        if len(parts) == 4 and parts[0] == "127" and parts[1] != "0":
-            return int(parts[1])
-    return None
 
 
 def _system_lines(text: str) -> List[Tuple[str, List[str]]]:
