@@ -128,7 +128,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
         state.provider_data["cgroups"] = not cg_note
         if cgroupfs.is_v2() and not cg_note:
             # Each node's slurmd makes its slurmstepd scope in its own cgroup namespace
-            # (cgroups.py), never a systemd unit: two clusters' node1 would share that.
+            # (cgroups_v2.py), never a systemd unit: two clusters' node1 would share that.
             state.provider_data["cgroup_ignore_systemd"] = True
         elif cgroups_v2.v2_without_systemd():
             state.provider_data["cgroup_ignore_systemd"] = True
