@@ -103,6 +103,7 @@ def cgroups_described(spec: ClusterSpec, host_cpus: Optional[int], v2: bool = Fa
 
 
 def slurm_flag(spec: ClusterSpec) -> str:
+    """The `simcluster image build` flag that builds the spec's Slurm release ("" for the default)."""
     release = spec.slurm_release or image.DEFAULT_SLURM
     return "" if release == image.DEFAULT_SLURM else f" --slurm {release}"
 
