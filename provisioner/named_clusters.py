@@ -17,7 +17,7 @@ import contextlib
 import time
 from typing import Callable, Dict, Iterator, List, Optional
 
-from provisioner.cluster.faults.registry import FAULTS, Fault, fault_named
+from provisioner.cluster.faults.registry import FAULTS, Fault, fault_named, undo_first_faults
 from provisioner.cluster.lifecycle import create as lifecycle
 from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.model.provider import Orphans, machines_running
@@ -102,8 +102,8 @@ def up(spec: ClusterSpec, provider: Provider, retain: bool = False, recreate: bo
                                       f"run 'simcluster down --name {spec.name}' first, add --recreate to "
                                       "replace it (its jobs and state are lost), or pick another --name")
             if existing.phase in ("running", "stopped"):
-                return lifecycle.repair_in_place(Cluster(existing, provider_named(existing.backend)), progress,
-                                                 spec.wait, "repaired")
+                c = Cluster(existing, provider_named(existing.backend))
+                return _undone_first(c, lambda: lifecycle.repair_in_place(c, progress, spec.wait, "repaired"))
         provider.sanity_checks(spec)
         if existing is not None or layout.root.exists():
             # --recreate, or a cluster whose first `up` never finished: clear it away first.
@@ -132,7 +132,7 @@ def stop(name: str, grace: float = 15.0) -> str:
         c = _existing(name, "stopped")
         if c.state.phase == "stopped" and not any(c.daemons_alive().values()):
             raise UsageError(f"cluster '{name}' is already stopped", f"start it: simcluster start --name {name}")
-        return lifecycle.stop(c, grace)
+        return _undone_first(c, lambda: lifecycle.stop(c, grace))
 
 
 def start(name: str, progress: Callable[[str], None] = progress_stderr, timeout: Optional[float] = None) -> str:
@@ -141,7 +141,15 @@ def start(name: str, progress: Callable[[str], None] = progress_stderr, timeout:
         c = _existing(name, "started")
         if c.state.phase == "running" and lifecycle.is_running(c):
             raise UsageError(f"cluster '{name}' is already running", "see 'simcluster status'")
-        return lifecycle.repair_in_place(c, progress, timeout or c.spec.wait, "started")
+        return _undone_first(c, lambda: lifecycle.repair_in_place(c, progress, timeout or c.spec.wait, "started"))
+
+
+def _undone_first(c: Cluster, then: Callable[[], str]) -> str:
+    """Undo the faults a stop or a repair must not meet (a node off the network: the
+    registry's undo_first rows), then ``then()``; the summary says what was undone."""
+    undone = undo_first_faults(c)
+    done = then()
+    return done + (f" (fault undone first: {'; '.join(undone)})" if undone else "")
 
 
 def down(name: str) -> str:

@@ -124,16 +124,16 @@ class RenderInputs:
     # Local backend: the nodes' own network (a namespace each on this subnet, "198.18.4.0/24");
     # None: they share this host's, each on a loopback address.
     node_subnet: Optional[str] = None
-    # cgroup v2 without systemd (providers/local/cgroups.py v2_without_systemd): slurmd makes
+    # cgroup v2 without systemd (providers/local/cgroups_v2.py v2_without_systemd): slurmd makes
     # its slurmstepd scope itself (cgroup.conf IgnoreSystemd=yes) instead of asking systemd.
     cgroup_ignore_systemd: bool = False
     # cgroup.conf's CgroupPlugin: slurmd loads one whatever ProctrackType and TaskPlugin say;
     # where the nodes use no cgroups on a cgroup v2 host, one that asks nothing of the
-    # host's cgroups (providers/local/cgroups.py slurm_plugin).
+    # host's cgroups (providers/local/cgroups_v2.py slurm_plugin).
     cgroup_plugin: str = "autodetect"
     # The SPANK plugin that gives jobs pyxis's --container-* options, where the nodes can run
     # it (local as root with the plugin built, cluster/services/containers.py; docker: in the image,
-    # providers/docker/provider.py); None: Slurm knows no such options.
+    # providers/docker/node_features.py); None: Slurm knows no such options.
     containers_plugin: Optional[str] = None
     # Why a cluster has no container options, one line (`up` and `status` say it, and
     # oci_runtime.sh refuses `srun --container` with it); "" where it has them or where no

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.providers.local import cgroups, network
+from provisioner.providers.local import cgroups, network, network_plan
 from tests.conftest import run_cli
 from tests.integration.test_local_cluster import wait_job, write_job
 
@@ -31,7 +31,7 @@ def _state(c) -> dict:
 
 
 def _tag(c) -> str:
-    return network.tag_of(str(c.root))
+    return network_plan.tag_of(str(c.root))
 
 
 def _require_namespaces(c) -> dict:
@@ -166,7 +166,7 @@ def test_a_failed_up_leaves_no_namespace_device_or_cgroup(sim_home):
     cfg.write_text(f"name: {name}\nnodes: 2\nslurmConf:\n  - NoSuchSlurmOption=1\n")
     res = run_cli(["up", "--name", name, "-c", str(cfg), "--wait", "10"], sim_home)
     assert res.returncode != 0
-    tag = network.tag_of(str(sim_home / name))
+    tag = network_plan.tag_of(str(sim_home / name))
     assert network.leftovers(tag) == [] and cgroups.leftovers(tag) == []
     assert not (sim_home / name).exists()
 

@@ -28,7 +28,7 @@ from typing import Dict, List, Optional
 import pytest
 
 from provisioner import paths
-from provisioner.providers.local import network
+from provisioner.providers.local import network, network_plan
 from tests.conftest import REPO, SIMCLUSTER, daemons_under
 
 pytestmark = pytest.mark.integration
@@ -202,7 +202,7 @@ def test_sudo_user_gets_roots_cluster_from_a_fresh_clone(sudo_user):
         assert f"down '{name}': as root through 'sudo -n'" in down.stderr
         assert not state_dir.exists()
         assert daemons_under(state_dir) == []
-        assert network.leftovers(network.tag_of(state["root"])) == []
+        assert network.leftovers(network_plan.tag_of(state["root"])) == []
         # sudo ran apt-get, the probe `true`, simcluster's up, export-logs (and the chown of its
         # bundle) and down: nothing else.
         ran = sudo_commands(sudo_log)

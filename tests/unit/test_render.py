@@ -20,7 +20,7 @@ import pytest
 
 from provisioner.config import load_spec
 from provisioner.paths import templates_dir
-from provisioner.providers.docker.provider import CONTAINER_PATHS
+from provisioner.providers.docker.node_containers import CONTAINER_PATHS
 from provisioner.render import (TEMPLATES, RenderInputs, _environment, build_context, default_ports,
                                 render_all, write_files)
 from tests.conftest import REPO, run_cli

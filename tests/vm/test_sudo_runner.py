@@ -117,7 +117,7 @@ def test_runner_with_sudo_gets_roots_cluster(bookworm_vm, vm_timings):
         # 6. down --sudo: nothing of the cluster is left; sudo ran nothing else.
         down = as_runner(vm, f"{CLONE}/.venv/bin/simcluster down --sudo --name {NAME}", timeout=300)
         assert down.returncode == 0, down.stdout + down.stderr
-        tag = hashlib.sha1(f"/var/lib/simcluster/{NAME}".encode()).hexdigest()[:6]  # network.tag_of
+        tag = hashlib.sha1(f"/var/lib/simcluster/{NAME}".encode()).hexdigest()[:6]  # network_plan.tag_of
         left = vm.run(f"ls -d /var/lib/simcluster/{NAME} 2>/dev/null; pgrep -af '/var/lib/[s]imcluster/{NAME}/'; "
                       f"ip netns | grep -c simcluster-{tag}")
         assert left.stdout.split() == ["0"], left.stdout

@@ -96,9 +96,7 @@ def heal(c: Cluster, timeout: Optional[float] = 120.0, progress: Progress = lamb
 def _heal(c: Cluster, timeout: Optional[float], progress: Progress) -> str:
     timeout = timeout or c.spec.wait
     kinds = by_verb()
-    first = [(f, kinds[f["what"]]) for f in c.state.faults if f.get("what") in kinds and kinds[f["what"]].undo_first]
-    reconnected = [kind.undo(c, f) for f, kind in first if kind.undo]
-    c.state.faults = [f for f in c.state.faults if all(f is not g for g, _ in first)]
+    reconnected = undo_first_faults(c)
     # Daemons first: undraining needs slurmctld.
     restarted = repair(c, progress, timeout)
     undone = reconnected + [f"restarted {what}" if not what.endswith("(resumed)") else f"resumed {what.split()[0]}"
@@ -113,6 +111,22 @@ def _heal(c: Cluster, timeout: Optional[float], progress: Progress) -> str:
     if not undone:
         return f"cluster '{c.name}': nothing to heal (no fault in effect, every daemon runs)"
     return f"cluster '{c.name}' healed: " + "; ".join(undone)
+
+
+def undo_first_faults(c: Cluster) -> List[str]:
+    """Undo the faults in effect whose row says ``undo_first`` (a node off the network) and
+    drop their records: what heal does before its repair, and what `stop`, `start` and a
+    repairing `up` do first (named_clusters), since a repair would take such a node's silent
+    slurmd for hung and restart it into the same dead network, and a stop would leave a
+    local node's namespace, which outlives it, without its link. The lines say what was undone."""
+    kinds = by_verb()
+    first = [(f, kinds[f["what"]]) for f in c.state.faults if f.get("what") in kinds and kinds[f["what"]].undo_first]
+    if not first:
+        return []
+    undone = [kind.undo(c, f) for f, kind in first if kind.undo]
+    c.state.faults = [f for f in c.state.faults if all(f is not g for g, _ in first)]
+    c.state.save()
+    return undone
 
 
 FAULTS: Tuple[Fault, ...] = (

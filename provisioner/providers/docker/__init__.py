@@ -1,8 +1,12 @@
 """Docker backend, on the Docker SDK for Python: containers as a cluster's machines.
 
-engine.py talks to the engine (client, labels, typed errors), runner.py runs commands in a
-container (DockerExecRunner), image.py builds the node image, provider.py provisions,
-places and removes clusters (DockerProvider).
+engine.py talks to the engine (client, labels, typed errors), exec_runner.py runs commands in
+a container (DockerExecRunner), image.py builds the node image, images.py unpacks the host
+engine's images for container jobs, node_containers.py is what a container is made of (names,
+mounts, paths inside, the SDK's run() arguments), boot.py the script with which a container
+starts its daemons, node_features.py what the nodes can do with their image and engine
+(which image, cgroup limits, container jobs), and provider.py provisions, places and removes
+clusters (DockerProvider).
 """
 
 import os

@@ -29,10 +29,8 @@ says why, and on cgroup v2 slurmd loads a cgroup plugin that asks nothing of the
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import shlex
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -40,7 +38,6 @@ from pathlib import Path
 from typing import Dict, List, Optional
 
 from docker.errors import DockerException, NotFound
-from docker.types import DeviceRequest, Mount
 
 from provisioner.cluster.lifecycle.steps import Boot
 from provisioner.cluster.model.placement import CONTROLLER, Placement
@@ -50,238 +47,21 @@ from provisioner.cluster.model.state import ClusterState
 from provisioner.cluster.services import fakegpus
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
-from provisioner.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
 from provisioner.paths import ClusterLayout
 from provisioner.progress import Progress
 from provisioner.providers.docker import engine, image
-from provisioner.providers.docker.engine import (LABEL_CLUSTER, LABEL_FAKE, LABEL_GPUS, LABEL_NODE, LABEL_ROLE,
-                                                 LABEL_SPEC, LABEL_SPEC_JSON, LABEL_STATE, client, explain)
-from provisioner.providers.docker.exec_runner import DockerExecRunner, boot_id, forget
-from provisioner.providers.local import cgroups
-from provisioner.render import AccountingInputs, RenderInputs, shape_is_real
-
-CONTROLLER_HOST = "slurmctld"
-CONFIG_MOUNT = "/etc/simcluster"
-# The same directory again where Slurm's commands look when SLURM_CONF is not set, as on a
-# production node (the image's own /etc/slurm, from the Debian packages, is covered).
-ETC_SLURM = "/etc/slurm"
-SHARED_MOUNT = "/shared"
-# The container plugin's state directory below it (render.py): images unpacked, step layers.
-CONTAINERS_DIR = "containers"
-# Slurm's and MySQL's default ports: each container has its own network namespace.
-CONTROLLER_PORT, SLURMD_PORT, DBD_PORT, STORAGE_PORT = 6817, 6818, 6819, 3306
-CONTAINER_PATHS = NodePaths(etc=CONFIG_MOUNT, log="/var/log/slurm", run="/run/slurm", spool="/var/spool/slurmd",
-                            state_save="/var/spool/slurmctld", munge_key=f"{CONFIG_MOUNT}/munge.key",
-                            munge_socket=MUNGE_DEFAULT_SOCKET,  # munge's default: client commands find it
-                            munge_dir="/run/munge", dev="/dev", db_dir="/var/lib/simcluster-db", root=SHARED_MOUNT)
-
-
-# The boot scripts (boot_script) in the config directory: /etc/simcluster/boot/<machine>.sh.
-BOOT_DIR = "boot"
-# Where the controller's boot says its slurmctld takes connections, for the nodes' boots
-# (each container has its own network; the shared directory is the one they all see).
-BOOT_MARKS = ".simcluster-boot"
-CONTROLLER_READY = f"{SHARED_MOUNT}/{BOOT_MARKS}/slurmctld-listening"
-# How long a boot waits for each thing it needs (60 s in steps of 10 ms).
-BOOT_WAIT_STEPS = 6000
-
-
-def boot_script(key: str, boots: List[Boot], ready: str = CONTROLLER_READY) -> str:
-    """The shell script with which container ``key``'s entrypoint starts its daemons (its
-    first argument: the boot directory, BOOT_STATE in the container). Each daemon is
-    started as DockerExecRunner.start_daemon starts it (setsid, its log appended to, the
-    launch's environment added to the container's) once what it needs exists; its pid is
-    written to <boot_id>.pid (whole, by rename) once the process is the daemon itself
-    (its command line is the daemon's, not the shell's or setsid's), which is what
-    start_daemon adopts. A wait that runs out ends the script: the steps then start what is
-    left, and report what is wrong. ``ready``: the file the controller's boot makes once
-    slurmctld listens (Boot.port), which the nodes' boots wait for (Boot.after_controller)."""
-    lines = [
-        "#!/bin/sh",
-        f"# Written by `simcluster up`: the daemons of machine {key}, as the steps of `up` start them",
-        "# (provisioner/cluster/lifecycle/steps.py: boot_plan; docs/docker.md). $1: the boot directory.",
-        'd="$1"',
-        f'await() {{ n=0; while [ ! -e "$1" ]; do n=$((n+1)); if [ $n -gt {BOOT_WAIT_STEPS} ]; then '
-        'echo "gave up waiting for $1" >&2; exit 1; fi; sleep 0.01; done; }',
-        # /proc/net/tcp: no connection is made, so the daemon logs nothing (Runner.listening).
-        'listening() { awk -v p="$1" \'{ split($2, a, ":"); if (a[2] == p && $4 == "0A") f = 1 } END { exit !f }\' '
-        '/proc/net/tcp /proc/net/tcp6 2>/dev/null; }',
-        # $1 id, $2 pid, $3 the daemon's program: the pid is written once the process runs it.
-        'started() { n=0; while [ -e "/proc/$2" ] && [ $n -le 1000 ]; do '
-        'case "$(tr "\\0" " " <"/proc/$2/cmdline" 2>/dev/null)" in "$3 "*) break;; esac; '
-        'n=$((n+1)); sleep 0.002; done; '
-        'echo "$2" >"$d/$1.tmp" && mv "$d/$1.tmp" "$d/$1.pid"; }',
-    ]
-    for boot in boots:
-        launch = boot.launch
-        lines.append(f"# {launch.key}")
-        for need in boot.needs:
-            lines.append(f"await {shlex.quote(need)}")
-        if boot.after_controller:
-            lines.append(f"await {shlex.quote(ready)}")
-        env = " ".join(shlex.quote(f"{k}={v}") for k, v in launch.env.items())
-        lines.append(f"env {env} setsid {' '.join(map(shlex.quote, launch.argv))} >>{shlex.quote(launch.log)} 2>&1 "
-                     "</dev/null &")
-        lines.append(f"started {boot_id(launch.argv, launch.log, launch.env)} $! {shlex.quote(launch.argv[0])}")
-        if boot.port:
-            lines.append(f"n=0; until listening {boot.port:04X}; do n=$((n+1)); "
-                         f"[ $n -le {BOOT_WAIT_STEPS} ] || exit 1; sleep 0.01; done")
-            lines.append(f": >{shlex.quote(ready)}")
-    return "\n".join(lines) + "\n"
-
-
-# Why a cluster's nodes get no cgroup limits (Placement.node_cgroups), by cause.
-UNPRIVILEGED_NOTE = ("not enforced: unprivileged containers cannot manage their cgroups "
-                     "('up --privileged' enforces --mem, GPU devices and cores)")
-UNKNOWN_CGROUPS_NOTE = "not enforced: the docker engine does not say its host's cgroup version"
-# The image feature (io.simcluster.features) of an entrypoint that prepares a node's cgroup
-# v2 tree for Slurm (docker/entrypoint.sh).
-CGROUP2_FEATURE = "cgroup2"
-
-
-def cgroups_note(privileged: bool, cgroup_version: Optional[str], features: Optional[List[str]] = None,
-                 tag: str = "") -> str:
-    """"" where the node containers can run Slurm's cgroup plugins (privileged: a private
-    cgroup namespace each, writable; cgroup v1, or v2 with an image whose entrypoint
-    prepares the tree), else why not. ``cgroup_version`` is what the engine reports ("1",
-    "2"; None: not said); ``features``: the image's (None: not asked)."""
-    if not privileged:
-        return UNPRIVILEGED_NOTE
-    if cgroup_version == "2" and features is not None and CGROUP2_FEATURE not in features:
-        return (f"not enforced: image {tag} was built before cgroup v2 support (the docker engine's host has "
-                "cgroup v2); rebuild it: simcluster image build")
-    return "" if cgroup_version in ("1", "2") else UNKNOWN_CGROUPS_NOTE
-
-
-def uses_cgroups(state: ClusterState) -> bool:
-    """Does this cluster enforce cgroup limits (decided at provision time, kept in its state)?"""
-    return bool(state.provider_data.get("cgroups"))
-
-
-def container_name(cluster: str, node: Optional[str] = None) -> str:
-    return f"simcluster-{cluster}-{node or 'ctl'}"
-
-
-def network_name(cluster: str) -> str:
-    return f"simcluster-{cluster}"
-
-
-def spec_digest(spec: ClusterSpec) -> str:
-    return hashlib.sha256(json.dumps(spec.identity(), sort_keys=True).encode()).hexdigest()[:16]
-
-
-def container_config(spec: ClusterSpec, layout: ClusterLayout, image_tag: str, node: Optional[str],
-                     cgroups: bool = False, apparmor: bool = False) -> Dict:
-    """The SDK's containers.run() arguments for the controller (``node`` None) or a node.
-    ``cgroups``: the nodes enforce limits (cgroups_note): each node container gets a cgroup
-    namespace of its own, so its slurmd sees the container's cgroup as the root.
-    Nodes get CAP_SYS_ADMIN for the container options' mounts (a mount namespace, an overlay
-    and binds per step, docs/containers.md); ``apparmor``: the engine confines containers
-    with AppArmor, whose docker-default profile denies every mount, so nodes run unconfined."""
-    labels = {LABEL_CLUSTER: spec.name, LABEL_ROLE: "node" if node else "controller", LABEL_SPEC: spec_digest(spec),
-              LABEL_STATE: str(layout.root), LABEL_FAKE: str(spec.fake_gpus).lower()}
-    config: Dict = dict(
-        image=image_tag, name=container_name(spec.name, node), hostname=node or CONTROLLER_HOST,
-        network=network_name(spec.name), detach=True, init=True,  # docker-init reaps exec'd daemons
-        # SIMCLUSTER_MACHINE: the runner key, which names the container's boot script.
-        environment={"SLURM_CONF": f"{CONFIG_MOUNT}/slurm.conf", "SIMCLUSTER_MACHINE": node or CONTROLLER},
-        volumes={str(layout.etc): {"bind": CONFIG_MOUNT, "mode": "ro"},
-                 str(layout.root / "shared"): {"bind": SHARED_MOUNT, "mode": "rw"}},
-        mounts=[Mount(ETC_SLURM, str(layout.etc), type="bind", read_only=True)],
-        privileged=spec.privileged)
-    if node:
-        gpus = spec.node(node).gpus
-        labels[LABEL_NODE] = node
-        labels[LABEL_GPUS] = ",".join(map(str, gpus))
-        if cgroups:
-            config["cgroupns"] = "private"
-        if not spec.privileged:  # --privileged has every capability and no AppArmor profile
-            config["cap_add"] = ["SYS_ADMIN"]
-            # Slurm's own `srun --container` runs crun, which needs pivot_root and a session
-            # keyring: docker's default seccomp profile refuses both even with CAP_SYS_ADMIN
-            # (checked on this engine). kind's nodes run --privileged for the same reasons.
-            config["security_opt"] = ["seccomp=unconfined"] + (["apparmor=unconfined"] if apparmor else [])
-        if gpus and spec.fake_gpus:  # simcluster's nvidia-smi, on every PATH (provisioner/cluster/services/fakegpus)
-            config["mounts"].append(Mount(fakegpus.CONTAINER_SHIM, str(fakegpus.shim_path(layout.etc)), type="bind",
-                                          read_only=True))
-        if gpus and not spec.fake_gpus:  # only this node's GPUs: inside they are 0..n-1
-            config["device_requests"] = [DeviceRequest(device_ids=[",".join(map(str, gpus))],
-                                                       capabilities=[["gpu"]])]
-    else:
-        labels[LABEL_SPEC_JSON] = json.dumps(spec.to_dict(), sort_keys=True, separators=(",", ":"))
-    config["labels"] = labels
-    return config
-
-
-def choose_image(spec: ClusterSpec, progress: Progress) -> str:
-    """The image to run: --image as it is, else the default one of the spec's Slurm
-    release, built when missing and rebuilt when an older simcluster built it from other
-    docker/ files."""
-    release = spec.slurm_release or image.DEFAULT_SLURM
-    tag = spec.image or image.default_image(release)
-    labels = image.image_labels(tag)
-    ours = tag in (image.image_tag(False, release), image.image_tag(True, release))
-    if labels is None and spec.image and not ours:
-        raise UsageError(f"image {tag} not found", "build it, or leave out --image to use simcluster's own")
-    if labels is not None and spec.image and spec.slurm and image.image_slurm(labels) != spec.slurm:
-        raise UsageError(f"image {tag} carries Slurm {image.image_slurm(labels)}, not {spec.slurm}",
-                         f"leave out --image, or build one: simcluster image build --slurm {spec.slurm}")
-    stale = labels is not None and not spec.image and not image.is_current(labels)
-    build_flags = f"{' --train' if tag.endswith('-train') else ''}" + \
-                  (f" --slurm {release}" if release != image.DEFAULT_SLURM else "")
-    if labels is None or stale:
-        progress(f" - image {tag} was built from older build files: rebuilding it" if stale else
-                 f" - image {tag} not found: building it (once; later builds are cached)")
-        tag = image.build_image(progress, train=tag.endswith("-train"), slurm=release)
-        labels = image.image_labels(tag) or {}
-    if spec.accounting and "accounting" not in image.image_features(labels):
-        raise UsageError(f"image {tag} was built before accounting support (it has no slurmdbd)",
-                         f"rebuild it: simcluster image build{build_flags}")
-    return tag
-
-
-# What the container plugin needs of a node container (spank/simcluster_pyxis.c): a mount
-# namespace of its own, a tmpfs, and an overlay with its upper directory on it.
-MOUNT_PROBE = ('d=$(mktemp -d) && trap \'rm -rf "$d"\' EXIT && unshare --mount sh -c \'mount -t tmpfs none "$1" '
-               '&& mkdir "$1/l" "$1/u" "$1/w" "$1/m" && mount -t overlay overlay '
-               '-o "lowerdir=$1/l,upperdir=$1/u,workdir=$1/w" "$1/m"\' sh "$d"')
-CONTAINERS_OK = "container options: srun --container-image=FILE.sqsh|dockerd://IMAGE ... (docs/containers.md)"
-
-
-def containers_note(labels: Dict[str, str], tag: str, slurm_flag: str, probe) -> str:
-    """"" where the nodes can run container jobs, else the one line that says why not and
-    what fixes it. ``probe()`` runs MOUNT_PROBE in a node: (ok, its error output)."""
-    what = "container options (--container-image, ...)"
-    if "containers" not in image.image_features(labels):
-        return f"{what}: image {tag} has no container plugin; rebuild it: simcluster image build{slurm_flag}"
-    ok, err = probe()
-    if not ok:
-        err = (err.strip().splitlines() or ["refused"])[-1]
-        return (f"{what}: the node containers cannot mount ({err[:120]}; the engine's seccomp, AppArmor or "
-                "SELinux policy refuses CAP_SYS_ADMIN's mounts): up --privileged gives the nodes every privilege")
-    return ""
-
-
-def cgroups_described(spec: ClusterSpec, host_cpus: Optional[int], v2: bool = False) -> str:
-    """Placement.node_cgroups of a cluster that enforces limits."""
-    cores = ", cores)" if shape_is_real(spec, host_cpus) else \
-        "; cores not pinned: the nodes claim more CPUs than the engine's host has)"
-    return ("enforced: proctrack/cgroup and task/cgroup" + (" (cgroup v2)" if v2 else "") +
-            " in each node container's own cgroup namespace (--mem, GPU devices" + cores)
-
-
-def foreign_gpus_script(own: List[int]) -> str:
-    """Removes the /dev/nvidiaN nodes of GPUs that are not ``own``: a --privileged container
-    gets every device of the host, and a node must hold only its own GPUs (Slurm's device
-    cgroups deny only the node's GPUs that a job was not given)."""
-    keep = "|".join(map(str, own)) or "none"
-    return (f'for d in /dev/nvidia[0-9]*; do [ -e "$d" ] || continue; '
-            f'case "${{d#/dev/nvidia}}" in {keep}) ;; *) rm -f "$d";; esac; done')
-
-
-def _slurm_flag(spec: ClusterSpec) -> str:
-    release = spec.slurm_release or image.DEFAULT_SLURM
-    return "" if release == image.DEFAULT_SLURM else f" --slurm {release}"
+from provisioner.providers.docker.boot import BOOT_DIR, BOOT_MARKS, boot_script
+from provisioner.providers.docker.engine import LABEL_CLUSTER, LABEL_STATE, client, explain
+from provisioner.providers.docker.exec_runner import DockerExecRunner, forget
+from provisioner.providers.docker.node_containers import (CONFIG_MOUNT, CONTAINER_PATHS, CONTAINERS_DIR,
+                                                          CONTROLLER_HOST, CONTROLLER_PORT, DBD_PORT, SHARED_MOUNT,
+                                                          SLURMD_PORT, STORAGE_PORT, container_config, container_name,
+                                                          foreign_gpus_script, network_name)
+from provisioner.providers.docker.node_features import (CONTAINERS_OK, MOUNT_PROBE, UNPRIVILEGED_NOTE,
+                                                        cgroups_described, cgroups_note, choose_image,
+                                                        containers_note, slurm_flag, uses_cgroups)
+from provisioner.providers.local import cgroups_v2
+from provisioner.render import AccountingInputs, RenderInputs
 
 
 class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orphans, ExtraLogs, Scalable,
@@ -372,7 +152,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
                 self.start_machines(state, [first])
             res = self.runner(state, first).run(["sh", "-c", MOUNT_PROBE], timeout=30)
             return res.ok, res.stderr
-        state.provider_data["containers_note"] = containers_note(labels, tag, _slurm_flag(spec),
+        state.provider_data["containers_note"] = containers_note(labels, tag, slurm_flag(spec),
                                                                  lambda: engine.probe_cached(probe_key, probe))
         state.placement = self.placement(state).to_dict()
         progress(f" - network and {len(keys)} containers from {tag}{' (made, not started)' if boot else ''} ... "
@@ -503,7 +283,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
             controller_port=state.controller_port, node_ports=dict(state.node_ports), nodes_are_hosts=True,
             controller_addr=None, task_prolog=False, cgroups=use_cgroups, host_cpus=host_cpus,
             cgroup_ignore_systemd=use_cgroups and v2,
-            cgroup_plugin=cgroups.plugin_without_cgroups(release) if v2 and not use_cgroups else "autodetect",
+            cgroup_plugin=cgroups_v2.plugin_without_cgroups(release) if v2 and not use_cgroups else "autodetect",
             accounting=AccountingInputs(dbd_port=state.slurmdbd_port or DBD_PORT,
                                         storage_port=state.mariadb_port or STORAGE_PORT,
                                         dbd_host=CONTROLLER_HOST, dbd_addr=CONTROLLER_HOST) if spec.accounting
@@ -522,7 +302,7 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
             shortfalls=[] if use_cgroups else [f"limits: {cg_note}"],
             usage=(f"use it: simcluster exec --name {state.name} -- sinfo   (job files: {layout.root / 'shared'} "
                    f"= {SHARED_MOUNT} in every node)\n" + (no_containers or CONTAINERS_OK)),
-            install_hint=(f"simcluster image build --train{_slurm_flag(spec)}, then "
+            install_hint=(f"simcluster image build --train{slurm_flag(spec)}, then "
                           f"up --image {image.image_tag(True, spec.slurm_release or image.DEFAULT_SLURM)}"))
 
     def _drop_foreign_gpus(self, state: ClusterState, keys: List[str]) -> None:

@@ -2,7 +2,7 @@
 
 Every virtual node gets an address of its own on the loopback network (127.B.x.y, one
 block 127.B.0.0/16 per cluster; never 127.0.0.0/16, whose 127.0.1.1 Debian gives the host
-name), so a process can bind its node's address and port while another node binds the
+name: loopback_addresses.py), so a process can bind its node's address and port while another node binds the
 same port on its own address, and MASTER_ADDR differs from node to node.
 
 Names resolve through the cluster's own hosts file. Where the kernel lets us, each slurmd
@@ -25,52 +25,21 @@ carries ::ffff: lines too, and an unspecified-family lookup of a node name retur
 from __future__ import annotations
 
 import os
-import random
 import shlex
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Dict, List, Optional, Sequence, Tuple
 
 from provisioner.cluster.model.command_runner import descendant_pid as daemon_pid  # the slurmd behind namespace_prefix
 from provisioner.cluster.model.command_runner import find_binary
 from provisioner.cluster.model.placement import NODE_TOKEN
-from provisioner.config.types import ClusterSpec
 from provisioner.paths import REPO_ROOT
+
 
 NAMESPACE = "mount-namespace"
 NSS_WRAPPER = "nss_wrapper"
-# 127.0.x.x holds localhost and Debian's 127.0.1.1 <hostname>; 127.255 is left alone.
-BLOCK_RANGE = (2, 254)
-PER_THIRD_OCTET = 254  # .1 to .254 in each /24
-
-
-def node_address(block: int, index: int) -> str:
-    """The address of the ``index``-th node (0-based) in block 127.<block>.0.0/16."""
-    return f"127.{block}.{index // PER_THIRD_OCTET}.{index % PER_THIRD_OCTET + 1}"
-
-
-def node_addresses(spec: ClusterSpec, block: int) -> Dict[str, str]:
-    return {n.name: node_address(block, i) for i, n in enumerate(spec.nodes)}
-
-
-def pick_block(taken: Iterable[int], seed=None) -> int:
-    """A /16 block no other cluster of this home uses (any block when all are taken: the
-    ports still differ, so clusters sharing a block still work)."""
-    lo, hi = BLOCK_RANGE
-    used = set(taken)
-    free = [b for b in range(lo, hi + 1) if b not in used]
-    return random.Random(seed).choice(free or list(range(lo, hi + 1)))
-
-
-def block_of(addrs: Dict[str, str]) -> Optional[int]:
-    """The block a cluster's node addresses lie in (None for the old shared 127.0.0.1)."""
-    for addr in addrs.values():
-        parts = addr.split(".")
-        if len(parts) == 4 and parts[0] == "127" and parts[1] != "0":
-            return int(parts[1])
-    return None
 
 
 def _system_lines(text: str) -> List[Tuple[str, List[str]]]:
@@ -133,12 +102,12 @@ _NAMESPACE_PID_SCRIPT = ('{mount} -a --no-canonicalize -T "$0" || exit 1; spool=
                          'prev=$a; done; '
                          'exec "$@"')
 _AFTER_MOUNT = '-T "$0" || exit 1; '
-# A node with a cgroup namespace of its own (cgroup v2, cgroups.create_v2): the host's
+# A node with a cgroup namespace of its own (cgroup v2, cgroups_v2.create_v2): the host's
 # /sys/fs/cgroup leaves the node's mount namespace before the fstab mounts the node's there
 # (Slurm 24.11 takes the first cgroup2 line of /proc/1/mountinfo for its mount), and once it
 # is mounted the node's pid 1 and this shell move from the cgroup the chain joined (the one
 # for processes outside the node's PID namespace) into the node's init leaf: their pids as
-# this namespace sees them ("init": cgroups.V2_INIT; namespace_prefix fills in the pids).
+# this namespace sees them ("init": cgroups_v2.V2_INIT; namespace_prefix fills in the pids).
 _V2_BEFORE_MOUNT = "{umount} -l /sys/fs/cgroup 2>/dev/null; "
 _V2_AFTER_MOUNT = "for p in {pids}; do echo $p > /sys/fs/cgroup/init/cgroup.procs || exit 1; done; "
 # Where Slurm's commands look for slurm.conf when SLURM_CONF is not set (Debian's packages:
@@ -431,20 +400,20 @@ def namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str] = None,
     nodes' network namespaces are kept): the rest is root's chain (or the starter), run as
     that namespace's root, with the user mapped back to itself last (an inner user
     namespace, as without ``enter``), so slurmd and its jobs run as the user. With
-    ``cgroup_scope`` too (cgroups.scope_argv: a cgroup v2 host whose systemd delegates a
+    ``cgroup_scope`` too (cgroups_delegated.scope_argv: a cgroup v2 host whose systemd delegates a
     subtree to the user), the node starts in a delegated systemd scope of its own first, and
-    the chain makes in it the node's cgroup tree and namespace (cgroups.scope_join_script),
+    the chain makes in it the node's cgroup tree and namespace (cgroups_delegated.scope_join_script),
     then goes on as root's cgroup v2 chain does; the starter is not used then.
     """
     if enter:
         join = None
         if cgroup_scope:
-            from provisioner.providers.local import cgroups  # the one place that knows the tree
-            join, starter = cgroups.scope_join_script(), None
+            from provisioner.providers.local import cgroups_delegated  # the one place that knows the tree
+            join, starter = cgroups_delegated.scope_join_script(), None
         inner = _namespace_prefix(fstab, 0, 0, init, spool, netns, join, (), starter, None, fresh_boottime, None,
                                   user_namespace=True, own_cgroup_ns=bool(cgroup_scope))
         return [*cgroup_scope, *enter, *inner, find_binary("unshare") or "unshare", "--user", f"--map-user={uid}",
-                f"--map-group={gid}", *(cgroups.preload_argv() if cgroup_scope else [])]
+                f"--map-group={gid}", *(cgroups_delegated.preload_argv() if cgroup_scope else [])]
     return _namespace_prefix(fstab, uid, gid, init, spool, netns, cgroup_join, cgroup_procs, starter, cgroup_ns,
                              fresh_boottime, outer_cgroup_procs, user_namespace=uid != 0)
 
@@ -455,7 +424,7 @@ def _namespace_prefix(fstab: str, uid: int, gid: int, init: Optional[str], spool
                       outer_cgroup_procs: Optional[str], user_namespace: bool,
                       own_cgroup_ns: bool = False) -> List[str]:
     """``own_cgroup_ns``: ``cgroup_join`` makes the node's cgroup v2 namespace itself (a
-    delegated scope, cgroups.scope_join_script) instead of joining one kept in a file."""
+    delegated scope, cgroups_delegated.scope_join_script) instead of joining one kept in a file."""
     if uid == 0 and init and starter:
         opts = ["--net", netns] if netns else []
         for procs in cgroup_procs:

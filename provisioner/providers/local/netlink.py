@@ -4,7 +4,7 @@
 route. One `ip -n NS ...` process per namespace costs ~3 ms of CPU each (256 nodes: most of
 a second on two cores); here one thread enters each namespace in turn (setns(2) changes
 only the calling thread's network namespace) and sends three netlink messages over a
-socket opened there (and the namespace's permanent ARP entries: network.static_neighbours).
+socket opened there (and the namespace's permanent ARP entries: network_plan.static_neighbours).
 Linux only; network.configure falls back to `ip` if this fails.
 """
 

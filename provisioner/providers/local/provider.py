@@ -11,7 +11,6 @@ on jobs' PATH (cluster/services/fakegpus).
 
 from __future__ import annotations
 
-import glob
 import ipaddress
 import os
 import shutil
@@ -34,50 +33,14 @@ from provisioner.config.versions import controller_resolves_node_names, host_slu
 from provisioner.errors import StartupError, UsageError
 from provisioner.paths import ClusterLayout
 from provisioner.progress import Progress
-from provisioner.providers.local import preflight
-from provisioner.providers.local import cgroups, names, network, userns
+from provisioner.providers.local import (cgroupfs, cgroups, cgroups_delegated, cgroups_v2, loopback_addresses, names,
+                                         network, network_plan, preflight, userns)
+from provisioner.providers.local.placement_choices import ROOTLESS_DEVICES_NOTE, enforced_note, needs_task_prolog
 from provisioner.providers.local.ports import allocate_ports
 from provisioner.providers.local.processes import cluster_pids, node_pids, terminate
 from provisioner.render import AccountingInputs, RenderInputs, gres_per_node, shape_is_real, write_files
 
-
 OPENMPI_PARAMS_FILE = "openmpi-mca-params.conf"  # in the cluster's etc/
-
-
-def needs_task_prolog(spec: ClusterSpec, pid_namespace: bool) -> bool:
-    """Does this cluster need its TaskProlog? Starting it costs every job step a fork and
-    a shell (~2 ms of CPU, a tenth of what a trivial job costs here), so it is left out
-    where nothing needs it: nodes in PID namespaces (the node's processes are found by
-    their namespace, not by the marker the prolog exports), no GPUs in the spec (nothing
-    to map) nor on the host (nothing to hide from jobs), and Open MPI, if any, Debian's,
-    whose parameter file the nodes mount with the loopback settings (names.openmpi_params).
-    """
-    if not pid_namespace or spec.fake_gpus or any(n.gpus for n in spec.nodes):
-        return True
-    if glob.glob("/dev/nvidia[0-9]*") or names.foreign_openmpi():
-        return True
-    return False
-
-
-# What status says of an ordinary user's GPU devices where their nodes have cgroups.
-ROOTLESS_DEVICES_NOTE = ("not confined rootless: Slurm's device programs (eBPF, ConstrainDevices) need CAP_BPF in the "
-                         "host's initial user namespace, so a job can open every GPU of this host (CUDA_VISIBLE_DEVICES "
-                         "still names only its own)")
-
-
-def _enforced_note(v2: bool, scope: Optional[Dict], real_shape: bool) -> str:
-    """What `status` says the nodes' cgroups enforce (Placement.node_cgroups)."""
-    if not scope:
-        return (f"enforced: proctrack/cgroup and task/cgroup in each node's own cgroup tree "
-                f"(cgroup v{2 if v2 else 1}: --mem, GPU devices"
-                + (", cores)" if real_shape else "; cores not pinned: the nodes claim more CPUs than this host has)"))
-    have = scope.get("controllers", [])
-    cores = ("cores" if real_shape else "cores not pinned: the nodes claim more CPUs than this host has") \
-        if "cpuset" in have else ("cores not confined by cgroups: this user's systemd delegates no cpuset "
-                                  "(an admin's drop-in for user@.service, Delegate=cpu cpuset io memory pids, "
-                                  "gives it)" + ("; task/affinity still binds tasks to CPUs" if real_shape else ""))
-    return (f"enforced: proctrack/cgroup and task/cgroup in each node's own cgroup tree, in a systemd scope "
-            f"delegated to this user (cgroup v2: --mem, whole-step kill; {cores}); GPU devices {ROOTLESS_DEVICES_NOTE}")
 
 
 def host_runner() -> HostRunner:
@@ -94,13 +57,13 @@ def _make_tmpfs(path: Path) -> None:
     os.chmod(path, 0o1777)
 
 
-def _network(state: ClusterState) -> Optional[network.Network]:
+def _network(state: ClusterState) -> Optional[network_plan.Network]:
     data = state.provider_data.get("network")
-    return network.Network.from_dict(data) if data else None
+    return network_plan.Network.from_dict(data) if data else None
 
 
 def _tag(state: ClusterState) -> str:
-    return network.tag_of(str(state.layout.root))
+    return network_plan.tag_of(str(state.layout.root))
 
 
 def _node_gres(state: ClusterState) -> bool:
@@ -158,19 +121,19 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
         scope = None
         if in_namespace and os.geteuid() != 0:
             # An ordinary user: cgroups in the subtree their systemd delegates to them, where it does.
-            scope = cgroups.delegation(host_slurm_version())
+            scope = cgroups_delegated.delegation(host_slurm_version())
             cg_note = scope.reason
         else:
             cg_note = cgroups.unavailable_reason() if in_namespace else names.NO_CGROUPS_NOTE
         state.provider_data["cgroups"] = not cg_note
-        if cgroups.is_v2() and not cg_note:
+        if cgroupfs.is_v2() and not cg_note:
             # Each node's slurmd makes its slurmstepd scope in its own cgroup namespace
-            # (cgroups.py), never a systemd unit: two clusters' node1 would share that.
+            # (cgroups_v2.py), never a systemd unit: two clusters' node1 would share that.
             state.provider_data["cgroup_ignore_systemd"] = True
-        elif cgroups.v2_without_systemd():
+        elif cgroups_v2.v2_without_systemd():
             state.provider_data["cgroup_ignore_systemd"] = True
             if os.geteuid() == 0:
-                problem = cgroups.prepare_v2_without_systemd()
+                problem = cgroups_v2.prepare_v2_without_systemd()
                 if problem:
                     progress(f"   cgroup v2 without systemd: {problem} (slurmd may refuse to start)")
         with port_lock():
@@ -186,8 +149,8 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
                     state.provider_data["cgroup_scope"] = {"runtime_dir": scope.runtime_dir,
                                                            "controllers": scope.controllers}
             if net_note:
-                taken = [names.block_of(st.provider_data.get("node_addrs", {})) for st in others]
-                state.provider_data["node_addrs"] = names.node_addresses(spec, names.pick_block(b for b in taken if b))
+                taken = [loopback_addresses.block_of(st.provider_data.get("node_addrs", {})) for st in others]
+                state.provider_data["node_addrs"] = loopback_addresses.node_addresses(spec, loopback_addresses.pick_block(b for b in taken if b))
             state.provider_data["notes"] = {"network": net_note, "cgroups": cg_note}
             needed = [n for n in spec.nodes if n.port is None]
             count = len(needed) + (0 if spec.controller_port else 1) + (2 if spec.accounting else 0) \
@@ -225,11 +188,11 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
         that a failed `up` deletes them; "" when made, else why the nodes share the host's
         network instead (the kernel refused the devices: no probe beforehand, this is it)."""
         taken = [st.provider_data["network"]["subnet"] for st in others if st.provider_data.get("network")]
-        subnet = network.pick_subnet(len(spec.nodes) + 1, taken, network.host_networks())
+        subnet = network_plan.pick_subnet(len(spec.nodes) + 1, taken, network_plan.host_networks())
         # Rootless: the namespaces are kept in the cluster's directory, in a user namespace of
         # its own (userns.py).
-        netns_dir = network.NETNS_DIR if os.geteuid() == 0 else str(state.layout.root / userns.NETNS_SUBDIR)
-        net = network.plan(network.tag_of(str(state.layout.root)), subnet, [n.name for n in spec.nodes], netns_dir)
+        netns_dir = network_plan.NETNS_DIR if os.geteuid() == 0 else str(state.layout.root / userns.NETNS_SUBDIR)
+        net = network_plan.plan(network_plan.tag_of(str(state.layout.root)), subnet, [n.name for n in spec.nodes], netns_dir)
         state.provider_data["network"] = net.to_dict()
         what, t0 = f"making {len(net.addrs)} network namespaces on {net.subnet}", time.monotonic()
         try:
@@ -284,14 +247,14 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             # traffic off this host): lookups must fail at once, not after time-outs.
             extra_files[names.RESOLV_FILE] = names.node_resolv_conf()
             mounts.append((str(layout.etc / names.RESOLV_FILE), names.RESOLV_CONF))
-        v2 = use_cgroups and cgroups.is_v2()
-        # An ordinary user's nodes: a delegated systemd scope each start (cgroups.scope_argv).
+        v2 = use_cgroups and cgroupfs.is_v2()
+        # An ordinary user's nodes: a delegated systemd scope each start (cgroups_delegated.scope_argv).
         scope = state.provider_data.get("cgroup_scope") if use_cgroups else None
         # Slurm confines devices with eBPF programs, which only root may attach.
         confined_devices = use_cgroups and not scope
         cores_in_cgroup = not scope or "cpuset" in scope.get("controllers", ())
         if use_cgroups:
-            mounts_cg = cgroups.fstab_lines_v2() if v2 else cgroups.fstab_lines()
+            mounts_cg = cgroups_v2.fstab_lines_v2() if v2 else cgroups.fstab_lines()
         ompi_params = names.openmpi_params(net.subnet if net else "lo") if init else None
         if ompi_params:
             extra_files[OPENMPI_PARAMS_FILE] = ompi_params
@@ -310,19 +273,19 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             prefix = names.namespace_prefix(
                 fstab, os.getuid(), os.getgid(), init, str(layout.spool),
                 netns=net.netns(NODE_TOKEN) if net else None,
-                cgroup_join=((cgroups.join_script_v2 if v2 else cgroups.join_script)(_tag(state))
+                cgroup_join=((cgroups_v2.join_script_v2 if v2 else cgroups.join_script)(_tag(state))
                              if use_cgroups else None),
-                cgroup_procs=((cgroups.procs_files_v2 if v2 else cgroups.procs_files)(_tag(state))
+                cgroup_procs=((cgroups_v2.procs_files_v2 if v2 else cgroups.procs_files)(_tag(state))
                               if use_cgroups else ()), starter=names.node_starter(),
-                cgroup_ns=cgroups.cgroup_ns_path(_tag(state), NODE_TOKEN) if v2 else None,
+                cgroup_ns=cgroups_v2.cgroup_ns_path(_tag(state), NODE_TOKEN) if v2 else None,
                 fresh_boottime=not boot_note,
-                outer_cgroup_procs=cgroups.outer_procs_file_v2(_tag(state)) if v2 else None, enter=enter,
-                cgroup_scope=cgroups.scope_argv(_tag(state), scope["runtime_dir"]) if scope and enter else ())
-        ctl_addr = net.addrs[network.CONTROLLER_KEY] if net else "127.0.0.1"
-        ctl_prefix = (find_binary("nsenter") or "nsenter", f"--net={net.netns(network.CONTROLLER_KEY)}") \
+                outer_cgroup_procs=cgroups_v2.outer_procs_file_v2(_tag(state)) if v2 else None, enter=enter,
+                cgroup_scope=cgroups_delegated.scope_argv(_tag(state), scope["runtime_dir"]) if scope and enter else ())
+        ctl_addr = net.addrs[network_plan.CONTROLLER_KEY] if net else "127.0.0.1"
+        ctl_prefix = (find_binary("nsenter") or "nsenter", f"--net={net.netns(network_plan.CONTROLLER_KEY)}") \
             if net else ()
         if enter:
-            ctl_prefix = tuple(userns.controller_argv(net.netns_dir, net.netns(network.CONTROLLER_KEY),
+            ctl_prefix = tuple(userns.controller_argv(net.netns_dir, net.netns(network_plan.CONTROLLER_KEY),
                                                       os.getuid(), os.getgid()))
         slurm_version = host_slurm_version()
         if in_namespace and controller_resolves_node_names(slurm_version):
@@ -333,7 +296,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
             extra_files[names.CONTROLLER_FSTAB_FILE] = names.node_fstab(mounts)
             ctl_prefix = tuple(names.namespace_prefix(
                 str(layout.etc / names.CONTROLLER_FSTAB_FILE), os.getuid(), os.getgid(),
-                netns=net.netns(network.CONTROLLER_KEY) if net else None, enter=enter))
+                netns=net.netns(network_plan.CONTROLLER_KEY) if net else None, enter=enter))
         acct = AccountingInputs(dbd_port=state.slurmdbd_port, storage_port=state.mariadb_port, dbd_addr=ctl_addr) \
             if spec.accounting and state.slurmdbd_port and state.mariadb_port else None
         notes = state.provider_data.get("notes", {})
@@ -352,7 +315,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
                               cgroup_devices=confined_devices, cgroup_cores=cores_in_cgroup,
                               node_subnet=net.subnet if net else None,
                               cgroup_ignore_systemd=bool(state.provider_data.get("cgroup_ignore_systemd")),
-                              cgroup_plugin=cgroups.slurm_plugin(use_cgroups, host_slurm_version()),
+                              cgroup_plugin=cgroups_v2.slurm_plugin(use_cgroups, host_slurm_version()),
                               containers_plugin=None if no_containers else str(containers.PLUGIN_PATH),
                               containers_note=no_containers)
         return Placement(
@@ -375,7 +338,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
                 f"a network namespace each (eth0 on {net.subnet}; this host is {net.host_addr}, the controller "
                 f"{ctl_addr})") + "; no daemon listens on this host's own interfaces; names outside the cluster do "
                 "not resolve in jobs and nothing is routed off this host" if net else ""),
-            node_cgroups=notes.get("cgroups") or (_enforced_note(v2, scope, shape_is_real(spec, host_cpus))
+            node_cgroups=notes.get("cgroups") or (enforced_note(v2, scope, shape_is_real(spec, host_cpus))
                                                   if use_cgroups else ""),
             node_boot_time=boot_note or "their own: each start of a node (up, start, fault heal) is a boot (a time "
                            "namespace each; uptime and slurmd's boot time count from it)",
@@ -423,10 +386,10 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
                     net.addrs[name] = addrs[name] = addr
                 state.provider_data["network"] = net.to_dict()
             elif addrs:
-                block = names.block_of(addrs)
+                block = loopback_addresses.block_of(addrs)
                 taken = set(addrs.values())
-                free_addrs = (names.node_address(block, i) for i in range(254 * 254)
-                              if names.node_address(block, i) not in taken)
+                free_addrs = (loopback_addresses.node_address(block, i) for i in range(254 * 254)
+                              if loopback_addresses.node_address(block, i) not in taken)
                 for name in nodes:
                     addrs[name] = next(free_addrs)
             state.spec = spec.to_dict()
@@ -486,7 +449,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
         scope = state.provider_data.get("cgroup_scope")
         if scope:
             # Each node's scope went with its processes; one a process outlived is stopped.
-            cgroups.stop_scopes(tag, scope.get("runtime_dir", ""))
+            cgroups_delegated.stop_scopes(tag, scope.get("runtime_dir", ""))
         elif state.provider_data.get("cgroups"):
             # A killed task leaves its cgroup a moment after the signal.
             try:
@@ -502,7 +465,7 @@ class LocalProvider(Provider, Machines, Stoppable, NodeProcesses, Crashable, Sca
         if not net:
             return {}
         gone = set(network.missing(net))
-        return {(CONTROLLER if k == network.CONTROLLER_KEY else k): k not in gone for k in net.addrs}
+        return {(CONTROLLER if k == network_plan.CONTROLLER_KEY else k): k not in gone for k in net.addrs}
 
     def start_machines(self, state: ClusterState, keys: List[str]) -> None:
         self._make_machines(state)

@@ -9,7 +9,7 @@ sleep infinity`, started by `up` in a session of its own), keeps three namespace
 - its network namespace, which plays this host's part in network.py: the parent device,
   the "host" macvlan with the subnet's first address, where the user's Slurm commands run;
 - its mount namespace, where each node's network namespace is kept as a bind mount on a
-  file of the cluster's directory (network.Network.netns_dir; root's are in /run/netns).
+  file of the cluster's directory (network_plan.Network.netns_dir; root's are in /run/netns).
 
 network.py's functions that change the network run in there, as that namespace's root, by
 the same code (call: this module as a program under `nsenter`). Nodes start in there too

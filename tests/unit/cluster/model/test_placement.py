@@ -23,7 +23,8 @@ from provisioner.cluster.model.handle import load_placement
 from provisioner.cluster.model.placement import Placement
 from provisioner.cluster.model.state import STATE_VERSION, ClusterState
 from provisioner.paths import ClusterLayout
-from provisioner.providers.docker.provider import CONTAINER_PATHS, DockerProvider
+from provisioner.providers.docker.node_containers import CONTAINER_PATHS
+from provisioner.providers.docker.provider import DockerProvider
 from provisioner.providers.local import names
 from provisioner.providers.local.provider import LocalProvider
 from provisioner.render import build_context, render_all

@@ -38,7 +38,8 @@ def test_docker_accounting_configs_point_at_the_controller_container(tmp_path):
     slurm.conf sends accounting there; slurmdbd.conf (0600) names it as its own host."""
     from provisioner.cluster.model.handle import Cluster
     from provisioner.cluster.lifecycle.steps import UpRun, write_configs
-    from provisioner.providers.docker.provider import CONTROLLER_HOST, DockerProvider
+    from provisioner.providers.docker.node_containers import CONTROLLER_HOST
+    from provisioner.providers.docker.provider import DockerProvider
 
     spec = spec_from({"accounting": True, "backend": "docker", "nodes": 2})
     layout = ClusterLayout(tmp_path / "c")

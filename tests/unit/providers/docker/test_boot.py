@@ -15,8 +15,9 @@ from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.model.placement import CONTROLLER
 from provisioner.cluster.model.state import ClusterState
 from provisioner.cluster.services import daemons
+from provisioner.providers.docker.boot import CONTROLLER_READY, boot_script
 from provisioner.providers.docker.exec_runner import boot_id
-from provisioner.providers.docker.provider import CONTROLLER_READY, DockerProvider, boot_script
+from provisioner.providers.docker.provider import DockerProvider
 from tests.unit.conftest import spec_from
 
 

@@ -10,8 +10,9 @@ from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec
 from provisioner.paths import ClusterLayout
 from provisioner.providers.docker.engine import LABEL_CLUSTER, LABEL_SPEC_JSON
-from provisioner.providers.docker.provider import (UNPRIVILEGED_NOTE, DockerProvider, cgroups_note,
-                                                   container_config, foreign_gpus_script)
+from provisioner.providers.docker.node_containers import container_config, foreign_gpus_script
+from provisioner.providers.docker.node_features import UNPRIVILEGED_NOTE, cgroups_note
+from provisioner.providers.docker.provider import DockerProvider
 from provisioner.render import render_all
 from tests.unit.conftest import spec_from
 

@@ -1,4 +1,4 @@
-"""The local backend's node addresses and hosts file (pure logic; the lookups themselves
+"""The local backend's hosts file and node namespaces (pure logic; the lookups themselves
 are checked in jobs by tests/integration/test_names.py)."""
 
 from __future__ import annotations
@@ -9,22 +9,6 @@ import subprocess
 
 from provisioner.cluster.model import command_runner as runner
 from provisioner.providers.local import names
-from tests.unit.conftest import spec_from
-
-
-def test_each_node_gets_its_own_loopback_address_outside_127_0():
-    spec = spec_from({"name": "c", "nodes": 300})
-    addrs = names.node_addresses(spec, block=7)
-    assert addrs["node1"] == "127.7.0.1" and addrs["node254"] == "127.7.0.254"
-    assert addrs["node255"] == "127.7.1.1"  # .0 and .255 are never used
-    assert len(set(addrs.values())) == 300
-    assert names.block_of(addrs) == 7 and names.block_of({"node1": "127.0.0.1"}) is None
-
-
-def test_block_avoids_other_clusters_blocks():
-    taken = set(range(2, 254))
-    assert names.pick_block(taken) == 254
-    assert 2 <= names.pick_block(range(2, 255)) <= 254  # all taken: still a valid block
 
 
 def test_hosts_file_has_one_line_per_address_and_no_node_name_twice(tmp_path):

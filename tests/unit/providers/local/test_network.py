@@ -1,88 +1,15 @@
-"""Pure logic of the local backend's node networks and cgroups (no device is made here)."""
+"""Pure logic of the local backend's node networks (providers/local/network.py) and how a
+node's start chain joins them (no device is made here)."""
 
 from __future__ import annotations
 
-import ipaddress
-
-import pytest
-
 from provisioner.cluster.model.placement import NODE_TOKEN
-from provisioner.providers.local import cgroups, names, network
-
-
-@pytest.mark.parametrize("count,prefix", [(1, 24), (3, 24), (253, 24), (254, 23), (509, 23), (510, 22)])
-def test_a_subnet_holds_the_nodes_the_controller_and_the_host(count, prefix):
-    assert network.prefix_for(count) == prefix
-    subnet = ipaddress.ip_network(f"198.18.0.0/{prefix}")
-    assert subnet.num_addresses - 2 >= count + 1  # + the host; network and broadcast left out
-
-
-def test_subnets_avoid_other_clusters_and_the_hosts_routes():
-    taken = ["198.18.0.0/24", "198.18.1.0/24"]
-    routed = [ipaddress.ip_network("198.18.0.0/16")]  # e.g. another home's cluster, or a LAN
-    for seed in range(20):
-        net = network.pick_subnet(2, taken, routed, seed=seed)
-        assert net.subnet_of(network.POOL) and net.prefixlen == 24
-        assert not any(net.overlaps(ipaddress.ip_network(t)) for t in taken)
-        assert not net.overlaps(routed[0])
-
-
-def test_no_free_subnet_is_one_clear_error():
-    with pytest.raises(Exception) as err:
-        network.pick_subnet(2, [], [network.POOL])
-    assert "no free subnet" in str(err.value)
-
-
-def test_host_routes_are_read_from_proc_net_route(tmp_path):
-    route = tmp_path / "route"
-    route.write_text(
-        "Iface\tDestination\tGateway \tFlags\tRefCnt\tUse\tMetric\tMask\t\tMTU\tWindow\tIRTT\n"
-        "eth0\t00000000\t0100A8C0\t0003\t0\t0\t0\t00000000\t0\t0\t0\n"  # default: not a subnet of ours
-        "eth0\t0000A8C0\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n"  # 192.168.0.0/24
-        "schx\t001A13C6\t00000000\t0001\t0\t0\t0\t00FFFFFF\t0\t0\t0\n")  # 198.19.26.0/24
-    assert network.host_networks(str(route)) == [ipaddress.ip_network("192.168.0.0/24"),
-                                                 ipaddress.ip_network("198.19.26.0/24")]
-
-
-def test_plan_gives_the_host_then_the_controller_then_the_nodes():
-    net = network.plan("abc123", ipaddress.ip_network("198.18.4.0/24"), ["node1", "node2"])
-    assert net.host_addr == "198.18.4.1"
-    assert net.addrs == {"controller": "198.18.4.2", "node1": "198.18.4.3", "node2": "198.18.4.4"}
-    assert network.Network.from_dict(net.to_dict()) == net
-    assert len(net.parent) <= 15 and len(net.host_if) <= 15  # interface names: 15 characters at most
-    assert network.netns_path("abc123", "node1") == "/run/netns/simcluster-abc123-node1"
-
-
-def test_the_tag_differs_between_homes():
-    assert network.tag_of("/a/demo") != network.tag_of("/b/demo")
-    assert len(network.tag_of("/a/demo")) == 6
-
-
-def test_node_cgroup_mounts_are_a_fresh_tmpfs_then_every_v1_hierarchy(tmp_path):
-    mounts = tmp_path / "mounts"
-    mounts.write_text("tmpfs /sys/fs/cgroup tmpfs rw,relatime,mode=755 0 0\n"
-                      "cgroup /sys/fs/cgroup/memory cgroup rw,relatime,memory 0 0\n"
-                      "cgroup /sys/fs/cgroup/cpu,cpuacct cgroup rw,relatime,cpu,cpuacct 0 0\n"
-                      "cgroup2 /sys/fs/cgroup/unified cgroup2 rw,relatime 0 0\n"
-                      "proc /proc proc rw 0 0\n")
-    lines = cgroups.fstab_lines(str(mounts))
-    assert lines[0].split()[1:3] == ["/sys/fs/cgroup", "tmpfs"]
-    # Not the host's own source name: `mount -a` would take the hierarchy as mounted already.
-    assert all(line.split()[0] == cgroups.MOUNT_SOURCE for line in lines)
-    # Only the hierarchies a node has a cgroup in (CONTROLLERS): not cpu,cpuacct here.
-    assert lines[1:] == [f"{cgroups.MOUNT_SOURCE} /sys/fs/cgroup/memory cgroup rw,memory,X-mount.mkdir 0 0"]
-
-
-def test_the_join_script_moves_the_shell_into_every_controller_of_its_node():
-    text = cgroups.join_script("abc123")
-    for c in cgroups.CONTROLLERS:
-        assert f"/sys/fs/cgroup/{c}/simcluster/abc123" in text
-    assert 'echo $$ > "$d/$0/cgroup.procs"' in text and text.endswith('exec "$@"')
+from provisioner.providers.local import names, network, network_plan
 
 
 def test_as_root_the_node_joins_its_network_and_cgroups_before_its_namespaces():
     argv = names.namespace_prefix("/s/etc/node-mounts.fstab", 0, 0, init="/usr/bin/tini", spool="/s/spool",
-                                  netns=network.netns_path("abc123", NODE_TOKEN), cgroup_join="JOIN")
+                                  netns=network_plan.netns_path("abc123", NODE_TOKEN), cgroup_join="JOIN")
     assert argv[0].endswith("nsenter") and argv[1] == f"--net=/run/netns/simcluster-abc123-{NODE_TOKEN}"
     i = argv.index("JOIN")
     assert argv[i - 1] == "-c" and argv[i + 1] == NODE_TOKEN
@@ -100,18 +27,6 @@ def test_openmpi_goes_over_the_nodes_subnet(tmp_path):
     lines = names.openmpi_params("198.18.4.0/24", system=system).splitlines()
     assert "btl_tcp_if_include = 198.18.4.0/24" in lines and "mpi_leave_pinned = 1" in lines
     assert "btl_tcp_if_include = eth9" not in lines
-
-
-def test_each_machine_has_a_mac_of_its_address_and_knows_the_controller_and_host_from_the_start():
-    net = network.plan("abc123", ipaddress.ip_network("198.18.4.0/24"), ["node1", "node2"])
-    assert network.mac_of("198.18.4.3") == "02:53:c6:12:04:03"
-    macs = {network.mac_of(a) for a in [net.host_addr, *net.addrs.values()]}
-    assert len(macs) == 4  # one each
-    # A node knows the host and the controller; the controller knows the host and every node.
-    assert network.static_neighbours(net, "node2") == [("198.18.4.1", "02:53:c6:12:04:01"),
-                                                       ("198.18.4.2", "02:53:c6:12:04:02")]
-    assert [a for a, _ in network.static_neighbours(net, network.CONTROLLER_KEY)] == [
-        "198.18.4.1", "198.18.4.3", "198.18.4.4"]
 
 
 def test_kernel_limits_are_raised_for_many_namespaces_and_never_lowered(tmp_path, monkeypatch):
@@ -143,5 +58,5 @@ def test_namespace_devices_are_made_under_names_of_their_own():
     a new device named as one of the host's (its NIC is often eth0)."""
     names_ = [network.creation_name("abc123", i) for i in range(300)]
     assert len(set(names_)) == 300 and all(len(n) <= 15 for n in names_)
-    assert network.NODE_IF not in names_
+    assert network_plan.NODE_IF not in names_
     assert network.creation_name("abc123", 0) != network.creation_name("def456", 0)

@@ -4,12 +4,13 @@ prefix that keeps the user's uid and never finds its own wrapper again."""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import subprocess
 
 from provisioner.cluster.model import command_runner as runner
 from provisioner.cluster.model.placement import NODE_TOKEN
-from provisioner.providers.local import names, network, userns
+from provisioner.providers.local import names, network, network_plan, userns
 
 
 def test_in_a_user_namespace_the_host_name_is_set_by_sethostname_not_proc_sys():
@@ -37,17 +38,17 @@ def test_with_the_clusters_user_namespace_the_chain_is_roots_then_the_user_again
 
 
 def test_a_rootless_network_keeps_its_namespaces_in_the_clusters_directory():
-    net = network.plan("abc123", network.ipaddress.ip_network("198.18.4.0/24"), ["node1"], "/c/netns")
+    net = network_plan.plan("abc123", ipaddress.ip_network("198.18.4.0/24"), ["node1"], "/c/netns")
     assert net.rootless and net.netns("node1") == "/c/netns/simcluster-abc123-node1"
-    again = network.Network.from_dict(net.to_dict())
+    again = network_plan.Network.from_dict(net.to_dict())
     assert again == net
-    root = network.plan("abc123", network.ipaddress.ip_network("198.18.4.0/24"), ["node1"])
+    root = network_plan.plan("abc123", ipaddress.ip_network("198.18.4.0/24"), ["node1"])
     assert not root.rootless and "netns_dir" not in root.to_dict()
     assert root.netns("node1") == "/run/netns/simcluster-abc123-node1"
 
 
 def test_without_a_holder_every_namespace_of_a_rootless_network_is_missing(tmp_path):
-    net = network.plan("abc123", network.ipaddress.ip_network("198.18.4.0/24"), ["node1"], str(tmp_path))
+    net = network_plan.plan("abc123", ipaddress.ip_network("198.18.4.0/24"), ["node1"], str(tmp_path))
     (tmp_path / "holder.pid").write_text(f"{os.getpid()} not-my-start-time\n")  # a pid reused: not the holder
     assert userns.holder_pid(str(tmp_path)) is None
     assert sorted(network.missing(net)) == ["controller", "node1"]

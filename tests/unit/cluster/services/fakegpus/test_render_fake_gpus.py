@@ -18,7 +18,7 @@ from provisioner.cluster.services import fakegpus
 from provisioner.config.gpus import GENERIC, MODELS, known_type, model_of
 from provisioner.config.types import ClusterSpec
 from provisioner.paths import ClusterLayout
-from provisioner.providers.docker.provider import container_config
+from provisioner.providers.docker.node_containers import container_config
 from provisioner.render import render_all
 from tests.conftest import REPO
 from tests.unit.conftest import fixed_inputs, spec_from

@@ -1,16 +1,14 @@
-"""Container options on the docker backend, without an engine: the image names the host
-side unpacks, the paths it rewrites, the node containers' privileges and up's one line."""
+"""Container options on the docker backend, without an engine (providers/docker/images.py):
+the image names the host side unpacks, the paths it rewrites, and when exec's prefix starts
+Python."""
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
 
-from provisioner.paths import ClusterLayout
 from provisioner.providers.docker import images
 from provisioner.providers.docker.exec_runner import DockerExecRunner
-from provisioner.providers.docker.provider import containers_note, container_config
-from tests.unit.conftest import spec_from
 
 
 def test_name_file_escapes_what_a_file_name_cannot_hold():
@@ -52,24 +50,3 @@ def test_exec_prefix_starts_python_only_for_container_options_and_sbatch(tmp_pat
         out = subprocess.run(["sh", "-c", script.replace('"$0" -m', "echo PY"), "py", *args, *cmd],
                              capture_output=True, text=True, env={"PATH": "/usr/bin:/bin"}).stdout
         assert out.startswith("PY") == python, (cmd, out)
-
-
-def test_node_containers_get_sys_admin_no_seccomp_filter_and_no_apparmor_where_the_engine_uses_it(tmp_path):
-    spec = spec_from({"backend": "docker", "nodes": [{"name": "node1"}, {"name": "node2"}]})
-    layout = ClusterLayout(tmp_path)
-    node = container_config(spec, layout, "img", spec.nodes[0].name, apparmor=True)
-    assert node["cap_add"] == ["SYS_ADMIN"] and node["security_opt"] == ["seccomp=unconfined", "apparmor=unconfined"]
-    # seccomp: crun (srun --container) needs pivot_root and a keyring, which docker's profile refuses.
-    assert container_config(spec, layout, "img", spec.nodes[0].name)["security_opt"] == ["seccomp=unconfined"]
-    assert "cap_add" not in container_config(spec, layout, "img", None)  # the controller mounts nothing
-
-
-def test_containers_note_names_what_fixes_it():
-    ok = lambda: (True, "")  # noqa: E731
-    assert containers_note({"io.simcluster.features": "accounting containers"}, "t", "", ok) == ""
-    note = containers_note({"io.simcluster.features": "accounting"}, "t", " --slurm 24.11", ok)
-    assert note.endswith("rebuild it: simcluster image build --slurm 24.11")
-    note = containers_note({"io.simcluster.features": "containers"}, "t", "",
-                           lambda: (False, "mount: /tmp/x: permission denied.\n"))
-    assert "permission denied" in note and note.endswith("up --privileged gives the nodes every privilege")
-    assert "\n" not in note
