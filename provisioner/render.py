@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from provisioner.config import nodelines
+from provisioner.cluster.services.fakegpus.nvidia_smi import mig_uuid
+from provisioner.config.gpus import mig_instances
 from provisioner.config.types import ClusterSpec
 from provisioner.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
 from provisioner.paths import templates_dir
@@ -230,6 +232,11 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
             "gpu_type": n.gpu_type,
             "features": list(n.features),
             "options": [list(o) for o in n.options],
+            # Fake-GPU sharing: MIG instances per GPU ({gpu: index on the node, profile, gi}),
+            # shards and MPS per GPU (provisioner/config/gpus.py: mig_instances).
+            "mig": [{"gpu": g, "profile": i.profile, "gi": i.gi} for g, i in mig_instances(n)],
+            "shards": n.shards,
+            "mps": n.mps,
         }
         for n in spec.nodes
     ]
@@ -270,6 +277,13 @@ def build_context(spec: ClusterSpec, inputs: RenderInputs) -> Dict:
                        for p in spec.partitions],
         "extra_lines": list(spec.slurm_conf_extra),
         "gpu_device_dir": paths.dev if spec.fake_gpus else "/dev",
+        # MIG nodes: the UUIDs of their MIG devices in Slurm's order, which the TaskProlog
+        # gives jobs in CUDA_VISIBLE_DEVICES as NVML-detecting Slurm does.
+        # Some node has shards or MPS (GresTypes lists them): gres.conf's MIG lines then take
+        # File=, not MultipleFiles= (configs/templates/gres.conf.j2 says why).
+        "shared_gpus": any(n.shards or n.mps for n in spec.nodes),
+        "mig_uuids": {n.name: [mig_uuid(spec.name, n.name, g, i.gi) for g, i in mig_instances(n)]
+                      for n in spec.nodes if n.mig and n.gpus},
         "hosts_file": paths.hosts_file if inputs.nss_wrapper_lib else "",
         "nss_wrapper_lib": inputs.nss_wrapper_lib or "",
         "state_dir": paths.root,

@@ -16,6 +16,13 @@ _SPEC_FLAGS = (
     (("--fake-gpus",), "fake_gpus", dict(is_flag=False, flag_value="all", metavar="[K]",
                                          help="Simulate GPUs (no GPU needed): alone, fake the --gpus list; "
                                               "with K, fake K GPUs (ids 0..K-1).")),
+    (("--mig",), "mig", dict(metavar="PROFILE:N,...",
+                             help="Fake GPUs: cut every GPU into MIG instances, e.g. '3g.40gb:2' or "
+                                  "'3g.40gb:1,2g.20gb:1,1g.10gb:2' (profiles of the GPU type; docs/gpus.md).")),
+    (("--shards",), "shards", dict(type=int, metavar="N",
+                                   help="Fake GPUs: N Slurm shards per GPU (--gres=shard:K; docs/gpus.md).")),
+    (("--mps",), "mps", dict(type=int, metavar="N",
+                             help="Fake GPUs: an MPS share of N per GPU (--gres=mps:K; docs/gpus.md).")),
     (("--cpus",), "cpus", dict(type=int, metavar="C", help="CPUs each node advertises  [default: host's]")),
     (("--memory",), "memory", dict(metavar="M", help="Memory each node advertises: MB or 240G  [default: host's]")),
     (("--backend",), "backend", dict(metavar="local|docker",

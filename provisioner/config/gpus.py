@@ -16,7 +16,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import Dict, Optional
+from typing import Dict, List, Optional, Tuple
+
+from provisioner.config.mig import Instance
+from provisioner.config.mig import place as place_mig
 
 
 @dataclass(frozen=True)
@@ -30,32 +33,35 @@ class GpuModel:
     compute_cap: str  # compute_cap ("9.0")
     sm_clock_mhz: int  # clocks.max.sm
     mem_clock_mhz: int  # clocks.max.memory
-    # Data-centre cards: no fan, ECC on, MIG capable, persistence mode on. Desk-side cards
-    # (GeForce, RTX): a fan, no ECC, no MIG.
+    # Data-centre cards: no fan, ECC on, persistence mode on. Desk-side cards (GeForce,
+    # RTX): a fan, no ECC, no MIG.
     datacenter: bool = True
+    # The card's MIG profile family (provisioner/config/mig.py: FAMILIES), "" where the card
+    # has no MIG (V100, L40S, T4, desk-side cards ...).
+    mig: str = ""
 
 
 def _m(name: str, memory_mib: int, power_w: int, idle_w: int, cc: str, sm: int, mem: int,
-       datacenter: bool = True) -> GpuModel:
-    return GpuModel(name, memory_mib, power_w, idle_w, cc, sm, mem, datacenter)
+       datacenter: bool = True, mig: str = "") -> GpuModel:
+    return GpuModel(name, memory_mib, power_w, idle_w, cc, sm, mem, datacenter, mig)
 
 
 # Canonical type -> model. Memory sizes are what nvidia-smi shows on that card.
 MODELS: Dict[str, GpuModel] = {
-    "b200": _m("NVIDIA B200", 183359, 1000, 140, "10.0", 1965, 3996),
-    "h200": _m("NVIDIA H200", 143771, 700, 75, "9.0", 1980, 3201),
-    "h100": _m("NVIDIA H100 80GB HBM3", 81559, 700, 69, "9.0", 1980, 2619),
-    "h100-pcie": _m("NVIDIA H100 PCIe", 81559, 350, 47, "9.0", 1755, 1593),
-    "h100-nvl": _m("NVIDIA H100 NVL", 95830, 400, 60, "9.0", 1785, 2619),
-    "h800": _m("NVIDIA H800", 81559, 700, 69, "9.0", 1980, 2619),
-    "gh200": _m("NVIDIA GH200 480GB", 97871, 900, 90, "9.0", 1980, 2619),
-    "a100": _m("NVIDIA A100-SXM4-80GB", 81920, 400, 60, "8.0", 1410, 1593),
-    "a100-40gb": _m("NVIDIA A100-SXM4-40GB", 40960, 400, 55, "8.0", 1410, 1215),
-    "a100-pcie": _m("NVIDIA A100 80GB PCIe", 81920, 300, 45, "8.0", 1410, 1512),
-    "a100-pcie-40gb": _m("NVIDIA A100-PCIE-40GB", 40960, 250, 35, "8.0", 1410, 1215),
-    "a800": _m("NVIDIA A800-SXM4-80GB", 81920, 400, 60, "8.0", 1410, 1593),
+    "b200": _m("NVIDIA B200", 183359, 1000, 140, "10.0", 1965, 3996, mig="180gb"),
+    "h200": _m("NVIDIA H200", 143771, 700, 75, "9.0", 1980, 3201, mig="141gb"),
+    "h100": _m("NVIDIA H100 80GB HBM3", 81559, 700, 69, "9.0", 1980, 2619, mig="80gb"),
+    "h100-pcie": _m("NVIDIA H100 PCIe", 81559, 350, 47, "9.0", 1755, 1593, mig="80gb"),
+    "h100-nvl": _m("NVIDIA H100 NVL", 95830, 400, 60, "9.0", 1785, 2619, mig="94gb"),
+    "h800": _m("NVIDIA H800", 81559, 700, 69, "9.0", 1980, 2619, mig="80gb"),
+    "gh200": _m("NVIDIA GH200 480GB", 97871, 900, 90, "9.0", 1980, 2619, mig="96gb"),
+    "a100": _m("NVIDIA A100-SXM4-80GB", 81920, 400, 60, "8.0", 1410, 1593, mig="80gb"),
+    "a100-40gb": _m("NVIDIA A100-SXM4-40GB", 40960, 400, 55, "8.0", 1410, 1215, mig="40gb"),
+    "a100-pcie": _m("NVIDIA A100 80GB PCIe", 81920, 300, 45, "8.0", 1410, 1512, mig="80gb"),
+    "a100-pcie-40gb": _m("NVIDIA A100-PCIE-40GB", 40960, 250, 35, "8.0", 1410, 1215, mig="40gb"),
+    "a800": _m("NVIDIA A800-SXM4-80GB", 81920, 400, 60, "8.0", 1410, 1593, mig="80gb"),
     "a40": _m("NVIDIA A40", 46068, 300, 30, "8.6", 1740, 7251),
-    "a30": _m("NVIDIA A30", 24576, 165, 30, "8.0", 1440, 1215),
+    "a30": _m("NVIDIA A30", 24576, 165, 30, "8.0", 1440, 1215, mig="24gb"),
     "a10": _m("NVIDIA A10", 23028, 150, 16, "8.6", 1695, 6251),
     "a10g": _m("NVIDIA A10G", 23028, 300, 16, "8.6", 1710, 6251),
     "l40s": _m("NVIDIA L40S", 46068, 350, 35, "8.9", 2520, 9001),
@@ -75,7 +81,8 @@ MODELS: Dict[str, GpuModel] = {
 }
 
 # The name fake GPUs get when the spec names no model and no known type.
-GENERIC = _m("NVIDIA Simulated GPU", 81920, 400, 60, "8.0", 1410, 1593)
+# An 80 GB data-centre card: MIG as an A100/H100 80GB's.
+GENERIC = _m("NVIDIA Simulated GPU", 81920, 400, 60, "8.0", 1410, 1593, mig="80gb")
 
 # Other spellings sites use for the same type (keys and values compacted by _key).
 ALIASES: Dict[str, str] = {
@@ -119,7 +126,8 @@ def _from_name(name: str) -> GpuModel:
         return replace(known, name=name)
     size = re.search(r"(\d+)\s*GB", name, re.IGNORECASE)
     memory = int(size.group(1)) * 1024 if size else GENERIC.memory_mib
-    return replace(GENERIC, name=name, memory_mib=memory)
+    # A card of another size than GENERIC's has no MIG profiles known here.
+    return replace(GENERIC, name=name, memory_mib=memory, mig=GENERIC.mig if memory == GENERIC.memory_mib else "")
 
 
 def model_of(gpu_type: Optional[str], gpu_model: Optional[str] = None) -> GpuModel:
@@ -127,3 +135,17 @@ def model_of(gpu_type: Optional[str], gpu_model: Optional[str] = None) -> GpuMod
     if gpu_model:
         return _from_name(gpu_model)
     return known_type(gpu_type) or GENERIC
+
+
+def mig_instances(node) -> List[Tuple[int, Instance]]:
+    """(GPU index on the node, GPU instance) of every MIG instance of a node (a NodeSpec),
+    in Slurm's order: slurmd numbers a node's GPUs type by type (by profile name, as the
+    node's Gres= lists them), then GPU by GPU, each GPU's in placement order. gres.conf
+    lists them in this order, so the i-th is the one Slurm calls GPU i on the node
+    (SLURM_STEP_GPUS)."""
+    if not node.mig or not node.gpus:
+        return []
+    model = model_of(node.gpu_type, node.gpu_model)
+    placed = place_mig(node.mig, model.mig, model.name)
+    return sorted(((g, inst) for g in range(len(node.gpus)) for inst in placed),
+                  key=lambda pair: (pair[1].profile, pair[0], placed.index(pair[1])))

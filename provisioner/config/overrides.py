@@ -31,12 +31,15 @@ SPEC_KEYS: Dict[str, str] = {
     "slurm": "slurm",
     "wait": "wait",
     "users": "users",
+    "mig": "mig",
+    "shards": "shards",
+    "mps": "mps",
 }
 # On/off choices: on sets the key to this value; off (None, False) leaves the YAML's.
 SWITCHES: Dict[str, Any] = {"privileged": True, "accounting": True, "rest": True, "metrics": True,
                            "fast_failure": "fast"}
 # Counts that may arrive as text (pytest options and ini values): digits become a number.
-COUNTS = ("nodes", "cpus")
+COUNTS = ("nodes", "cpus", "shards", "mps")
 
 
 def fake_gpus_value(value: Union[None, bool, int, str]) -> Union[None, bool, int]:
@@ -59,11 +62,13 @@ def spec_overrides(*, name: Optional[str] = None, backend: Optional[str] = None,
                    memory: Any = None, image: Optional[str] = None, privileged: Optional[bool] = None,
                    accounting: Optional[bool] = None, rest: Optional[bool] = None, fast_failure: Optional[bool] = None,
                    slurm: Any = None, wait: Optional[float] = None, users: Any = None,
-                   metrics: Optional[bool] = None) -> Dict[str, Any]:
+                   metrics: Optional[bool] = None, mig: Optional[str] = None, shards: Any = None,
+                   mps: Any = None) -> Dict[str, Any]:
     """The override dict of ``load_spec`` for these choices (YAML keys; None left out)."""
     given = dict(name=name, backend=backend, nodes=nodes, gpus=gpus, fake_gpus=fake_gpus, cpus=cpus,
                  memory=memory, image=image, privileged=privileged, accounting=accounting,
-                 rest=rest, fast_failure=fast_failure, slurm=slurm, wait=wait, users=users, metrics=metrics)
+                 rest=rest, fast_failure=fast_failure, slurm=slurm, wait=wait, users=users, metrics=metrics,
+                 mig=mig, shards=shards, mps=mps)
     out: Dict[str, Any] = {}
     for arg, key in SPEC_KEYS.items():
         value = given[arg]

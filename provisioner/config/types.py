@@ -43,6 +43,11 @@ class NodeSpec:
     # Further NodeName options that jobs can see (Sockets, CoresPerSocket, ThreadsPerCore,
     # Boards, SocketsPerBoard, Weight, TmpDisk): validate.NODE_OPTIONS.
     options: Options = ()
+    # GPU sharing on fake GPUs (docs/gpus.md#mig-shards-and-mps), per GPU of the node: its MIG
+    # layout ((profile, GPU instances), ...; provisioner/config/mig.py), Slurm shards, MPS share.
+    mig: Tuple[Tuple[str, int], ...] = ()
+    shards: int = 0
+    mps: int = 0
 
 
 @dataclass(frozen=True)
@@ -161,7 +166,9 @@ class ClusterSpec:
             NodeSpec(name=n["name"], gpus=tuple(n["gpus"]), cpus=n["cpus"],
                      memory=n["memory"], port=n.get("port"), gpu_type=n.get("gpu_type"),
                      gpu_model=n.get("gpu_model"), features=tuple(n.get("features", ())),
-                     options=_options(n.get("options")))
+                     options=_options(n.get("options")),
+                     mig=tuple((str(p), int(c)) for p, c in n.get("mig", ())), shards=n.get("shards", 0),
+                     mps=n.get("mps", 0))
             for n in d["nodes"]
         )
         parts = tuple(

@@ -6,8 +6,12 @@ Pure logic: host facts (CPU count, memory) come in as arguments so tests can pin
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from typing import Any, Dict, List, Optional, Tuple
 
+from provisioner.config.gpus import model_of
+from provisioner.config.mig import parse_layout as parse_mig_layout
+from provisioner.config.mig import place as place_mig
 from provisioner.config.parse import parse_gpu_list, parse_memory_mb, split_gpus
 from provisioner.config.problems import (TOKEN_RE, Problems, int_in, mappings, parsed_value, slurm_options, tokens,
                                          unknown_keys, yes_no)
@@ -27,10 +31,11 @@ MAX_NODES = 1024
 TOP_KEYS = {"apiVersion", "kind", "name", "backend", "nodes", "nodePrefix", "gpus", "fakeGpus",
             "cpus", "memory", "controllerPort", "partitions", "slurmConf", "wait", "image",
             "privileged", "accounting", "failureDetection", "slurm", "gpuType", "gpuModel", "features",
-            "accounts", "qos", "rest", "users", "metrics", "healthCheck"}
+            "accounts", "qos", "rest", "users", "metrics", "healthCheck", "mig", "shards", "mps"}
 # normal: Slurm's test-cluster timeouts; fast: a dead node is DOWN in ~12 s (docs/faults.md).
 FAILURE_DETECTION = ("normal", "fast")
-NODE_KEYS = {"name", "gpus", "cpus", "memory", "port", "gpuType", "gpuModel", "features", "options"}
+NODE_KEYS = {"name", "gpus", "cpus", "memory", "port", "gpuType", "gpuModel", "features", "options", "mig", "shards",
+             "mps"}
 PARTITION_KEYS = {"name", "nodes", "default", "maxTime", "options"}
 ACCOUNT_KEYS = {"name", "parent", "users", "fairshare", "qos", "defaultQos"}
 QOS_KEYS = {"name", "priority", "preempt", "preemptMode", "graceTime", "flags", "limits"}
@@ -110,6 +115,7 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
         controller_port = int_in(p, "controllerPort", raw["controllerPort"], 1024, 65535)
 
     nodes = _validate_nodes(p, raw, gpus, cpus, memory)
+    nodes = _gpu_sharing(p, raw, nodes, fake_gpus)
     node_names = [n.name for n in nodes]
     ports = [n.port for n in nodes if n.port is not None] + ([controller_port] if controller_port else [])
     for port in sorted({x for x in ports if ports.count(x) > 1}):
@@ -294,6 +300,75 @@ def _validate_nodes(p: Problems, raw: Dict, gpus: List[int], cpus: int, memory: 
     for g in sorted({g for g in all_ids if all_ids.count(g) > 1}):
         p.add("gpus", f"GPU {g} is given to more than one node")
     return result
+
+
+# Most shards or MPS share one GPU may be cut into (Slurm's Count= is 32-bit; sites use up to
+# a few hundred).
+MAX_SHARE = 10000
+
+
+def _sharing_keys(p: Problems, where: str, raw: Dict, defaults: Tuple) -> Tuple:
+    """(mig layout, shards, mps) of a node entry (or of the top level), else ``defaults``."""
+    mig, shards, mps = defaults
+    if raw.get("mig") is not None:
+        try:
+            mig = parse_mig_layout(raw["mig"])
+        except ValueError as exc:
+            p.add(f"{where}mig", str(exc))
+    for key in ("shards", "mps"):
+        if raw.get(key) is not None:
+            value = int_in(p, f"{where}{key}", raw[key], 1, MAX_SHARE)
+            if value is not None:
+                shards, mps = (value, mps) if key == "shards" else (shards, value)
+    return mig, shards, mps
+
+
+def _gpu_sharing(p: Problems, raw: Dict, nodes: List[NodeSpec], fake_gpus: bool) -> List[NodeSpec]:
+    """The nodes with their MIG layout, shards and MPS (top-level keys for every node with
+    GPUs, a node's own over them), each checked against the node's GPU model."""
+    top = _sharing_keys(p, "", raw, ((), 0, 0))
+    listed = raw.get("nodes") if isinstance(raw.get("nodes"), list) else []
+    entries = {n.get("name"): (i, n) for i, n in enumerate(listed) if isinstance(n, dict)}
+    out: List[NodeSpec] = []
+    seen: set = set()
+
+    def add(where: str, what: str) -> None:  # the top-level keys' problems once, not once per node
+        if (where, what) not in seen:
+            seen.add((where, what))
+            p.add(where, what)
+
+    for node in nodes:
+        index, own = entries.get(node.name, (None, {}))
+        where = f"nodes[{index}]." if any(k in own for k in ("mig", "shards", "mps")) else ""
+        mig, shards, mps = _sharing_keys(p, where, own, top) if own else top
+        key = where + ("mig" if mig else "shards" if shards else "mps")
+        if not (mig or shards or mps):
+            out.append(node)
+            continue
+        if not node.gpus:
+            if where:
+                add(key, "the node has no GPUs (give it 'gpus', or fakeGpus at the top)")
+            out.append(node)
+            continue
+        if not fake_gpus:
+            add(key, "MIG, shards and MPS are simulated on fake GPUs only (add fakeGpus: true or --fake-gpus); "
+                     "real GPUs get theirs from the driver")
+            out.append(node)
+            continue
+        if mig and (shards or mps):
+            add(key, "a node's GPUs are cut into MIG instances or shared as shards/MPS, not both "
+                     "(Slurm shares no MIG instance): give such nodes their own 'mig' or 'shards'/'mps'")
+        elif shards and mps:
+            add(where + "shards", "shards and MPS on one node: Slurm 22.05 then computes "
+                                  "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from the shard count; give them to different nodes")
+        if mig:
+            model = model_of(node.gpu_type, node.gpu_model)
+            try:
+                place_mig(mig, model.mig, model.name)
+            except ValueError as exc:
+                add(key, str(exc))
+        out.append(replace(node, mig=mig, shards=shards, mps=mps))
+    return out
 
 
 def _validate_partitions(p: Problems, raw_parts: Any, node_names: List[str]) -> List[PartitionSpec]:

@@ -23,6 +23,8 @@ from provisioner.cluster.services import accounting
 from provisioner.cluster.services import daemons
 from provisioner.cluster.services import metrics
 from provisioner.cluster.services import rest
+from provisioner.config.gpus import mig_instances
+from provisioner.config.mig import cap_minors
 from provisioner.render import render_all, write_files
 
 
@@ -97,9 +99,32 @@ def make_fake_gpus(up: UpRun, nodes: Optional[List[str]] = None) -> None:
         by_machine.setdefault(id(c.runner(node.name)), (node.name, []))[1].extend(node.gpus)
     gpus_of = dict(by_machine.values())
 
+    caps_of: Dict[str, List[int]] = {}  # MIG nodes: their nvidia-caps minors, by machine (gres.conf's MultipleFiles)
+    for node in (c.spec.nodes if nodes is None else [c.spec.node(n) for n in nodes]):
+        key = by_machine[id(c.runner(node.name))][0]
+        caps_of.setdefault(key, []).extend(m for g, inst in mig_instances(node)
+                                           for m in cap_minors(node.gpus[g], inst.gi))
+
     def make(key: str) -> None:
         c.runner(key).make_gpu_devices(c.paths.dev, gpus_of[key])
+        if caps_of.get(key):
+            make_mig_caps(c.runner(key), c.paths.dev, caps_of[key])
     on_each_machine(c, [k for k, gpus in gpus_of.items() if gpus], make)
+
+
+# What /dev/nvidia-caps/* are on a MIG host: character devices of the nvidia-caps driver
+# (its major is given out at boot; this one is as good as any: no driver answers it).
+NVIDIA_CAPS_MAJOR = 237
+
+
+def make_mig_caps(runner, dev_dir: str, minors: List[int]) -> None:
+    """Fake MIG instances: ``dev_dir``/nvidia-caps/nvidia-capN character devices (or, without
+    the right to mknod, links to /dev/null), one shell on the machine for all of them."""
+    script = f"mkdir -p {dev_dir}/nvidia-caps; " + "; ".join(
+        f"mknod -m 666 {dev_dir}/nvidia-caps/nvidia-cap{m} c {NVIDIA_CAPS_MAJOR} {m} 2>/dev/null || "
+        f"test -c {dev_dir}/nvidia-caps/nvidia-cap{m} || ln -sf /dev/null {dev_dir}/nvidia-caps/nvidia-cap{m}"
+        for m in minors)
+    runner.run(["sh", "-c", script], timeout=30)
 
 
 def start_munged(up: UpRun, machines: Optional[List[str]] = None) -> None:

@@ -32,8 +32,8 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from provisioner.cluster.services.fakegpus.nvidia_smi import DATA_FILE, gpu_uuid
-from provisioner.config.gpus import model_of
+from provisioner.cluster.services.fakegpus.nvidia_smi import DATA_FILE, gpu_uuid, mig_uuid
+from provisioner.config.gpus import mig_instances, model_of
 from provisioner.config.types import ClusterSpec, NodeSpec
 
 SHIM_SOURCE = Path(__file__).resolve().with_name("nvidia_smi.py")
@@ -54,8 +54,8 @@ CONTAINER_SHIM = "/usr/local/bin/nvidia-smi"
 DRIVER_VERSION = "535.183.06"
 CUDA_VERSION = "12.2"
 
-__all__ = ["CONTAINER_SHIM", "DATA_FILE", "HEALTH_CHECK_NAME", "SHIM_NAME", "gpu_uuid", "health_check_path", "install", "node_data", "render_fake_gpus",
-           "shim_dir", "shim_path"]
+__all__ = ["CONTAINER_SHIM", "DATA_FILE", "HEALTH_CHECK_NAME", "SHIM_NAME", "gpu_uuid", "health_check_path", "install",
+           "mig_uuid", "node_data", "node_mig", "render_fake_gpus", "shim_dir", "shim_path"]
 
 
 def node_data(node: NodeSpec) -> Dict:
@@ -67,12 +67,29 @@ def node_data(node: NodeSpec) -> Dict:
             "mem_clock_mhz": model.mem_clock_mhz, "datacenter": model.datacenter}
 
 
+def node_mig(cluster: str, node: NodeSpec) -> Dict[str, List[Dict]]:
+    """A MIG node's "mig" entry in fake-gpus.json: {"<GPU index on the node>": [{"profile",
+    "gi" (GPU instance id), "uuid" (MIG-...), "profile_id", "start", "size" (placement)},
+    ...]}, in gres.conf's order; {} for a node without MIG. The shim and the metrics
+    exporter read it."""
+    out: Dict[str, List[Dict]] = {}
+    for g, inst in mig_instances(node):
+        out.setdefault(str(g), []).append({"profile": inst.profile, "gi": inst.gi,
+                                           "uuid": mig_uuid(cluster, node.name, g, inst.gi),
+                                           "profile_id": inst.profile_id, "start": inst.start, "size": inst.size})
+    return out
+
+
 def render_fake_gpus(spec: ClusterSpec) -> Optional[str]:
     """fake-gpus.json's text for a cluster with fake GPUs; None for one without."""
     if not spec.fake_gpus:
         return None
-    data = {"cluster": spec.name, "driver_version": DRIVER_VERSION, "cuda_version": CUDA_VERSION,
-            "nodes": {n.name: node_data(n) for n in spec.nodes if n.gpus}}
+    nodes = {n.name: node_data(n) for n in spec.nodes if n.gpus}
+    for n in spec.nodes:
+        mig = node_mig(spec.name, n) if n.gpus else {}
+        if mig:
+            nodes[n.name]["mig"] = mig
+    data = {"cluster": spec.name, "driver_version": DRIVER_VERSION, "cuda_version": CUDA_VERSION, "nodes": nodes}
     return json.dumps(data, indent=1, sort_keys=True) + "\n"
 
 

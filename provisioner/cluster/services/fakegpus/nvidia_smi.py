@@ -34,7 +34,9 @@ if __package__:
     from .smi_output import (APP_ALIASES, APP_FIELDS, DOCS, EXIT_NOT_FOUND, EXIT_USAGE, NO_DEVICES, QUERY_ALIASES,
                              QUERY_FIELDS, ShimError, csv_header, dmon_columns, dmon_header, dmon_line, list_gpus,
                              parse_fields, parse_format, query_rows, table)
+    from .smi_output import NO_MIG, gpu_instance_table
 else:
+    from smi_output import NO_MIG, gpu_instance_table
     from smi_output import (APP_ALIASES, APP_FIELDS, DOCS, EXIT_NOT_FOUND, EXIT_USAGE, NO_DEVICES, QUERY_ALIASES,
                             QUERY_FIELDS, ShimError, csv_header, dmon_columns, dmon_header, dmon_line, list_gpus,
                             parse_fields, parse_format, query_rows, table)
@@ -69,6 +71,13 @@ def gpu_uuid(cluster, node, index):
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
+def mig_uuid(cluster, node, index, gi):
+    """MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx of GPU instance ``gi`` of a node's GPU ``index``,
+    the same for the same cluster, node, GPU and instance (the form R470+ drivers print)."""
+    h = hashlib.sha256(f"simcluster-mig/{cluster}/{node}/{index}/{gi}".encode()).hexdigest()
+    return f"MIG-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
+
+
 def bus_id(index):
     """The PCI bus id of the GPU with this index on its node (the same on every node, as on
     identical production machines)."""
@@ -94,7 +103,35 @@ def gpus_of_node(data, node):
             "sm_clock": int(spec["sm_clock_mhz"]), "mem_clock": int(spec["mem_clock_mhz"]),
             "compute_cap": spec.get("compute_cap", "8.0"), "datacenter": bool(spec.get("datacenter", True)),
         })
+    return with_mig(gpus, spec)
+
+
+# -- MIG ---------------------------------------------------------------------------------------
+
+def with_mig(gpus, spec):
+    """Each GPU with "mig": its MIG devices from fake-gpus.json's node entry ("mig": {"<GPU
+    index>": [{"profile", "gi", "uuid", ...}, ...]}), each numbered as nvidia-smi -L numbers
+    them on the GPU ("device"); [] on a GPU without MIG."""
+    layout = spec.get("mig") or {}
+    for g in gpus:
+        g["mig"] = [dict(m, device=d) for d, m in enumerate(layout.get(str(g["index"]), []))]
     return gpus
+
+
+def slurm_order(gpus):
+    """(GPU, MIG device) pairs of a MIG node in Slurm's order: slurmd numbers a node's GPUs
+    type by type (profile name), then GPU by GPU, then in placement order
+    (provisioner/config/gpus.py: mig_instances; gres.conf lists them so)."""
+    return sorted(((g, m) for g in gpus for m in g["mig"]), key=lambda p: (p[1]["profile"], p[0]["index"],
+                                                                          p[1]["device"]))
+
+
+def step_mig(gpus, wanted):
+    """A job's view of a MIG node: Slurm's GPU indices there count the MIG devices, so the
+    GPUs shown are those holding one of the job's MIG devices, each with only those."""
+    chosen = {(g["index"], m["device"]) for i, (g, m) in enumerate(slurm_order(gpus)) if i in wanted}
+    shown = [dict(g, mig=[m for m in g["mig"] if (g["index"], m["device"]) in chosen]) for g in gpus]
+    return [g for g in shown if g["mig"]]
 
 
 def data_paths(env, argv0):
@@ -136,6 +173,8 @@ def visible_gpus(data, env):
     node = env.get("SLURMD_NODENAME", "")
     gpus = apply_faults(gpus_of_node(data or {}, node), node_faults((data or {}).get("_faults") or {}, node))
     wanted = step_gpu_indices(env)
+    if wanted is not None and any(g["mig"] for g in gpus):
+        return step_mig(gpus, wanted)
     return gpus if wanted is None else [g for g in gpus if g["index"] in wanted]
 
 
@@ -236,9 +275,33 @@ VALUE_OPTIONS = (
 )
 
 
+# `nvidia-smi mig` options: {option: the mode it selects}.
+MIG_FLAGS = {"-lgi": "mig-lgi", "--list-gpu-instances": "mig-lgi", "-h": "mig-help", "--help": "mig-help"}
+
+
+def parse_mig_args(argv):
+    """`nvidia-smi mig -lgi [-i ID]`: the GPU instance table (other mig forms change the
+    layout, which is the spec's here)."""
+    a = Args()
+    a.mode = "mig-help"
+    i = 1
+    while i < len(argv):
+        arg = argv[i]
+        if arg in MIG_FLAGS:
+            a.mode, i = MIG_FLAGS[arg], i + 1
+            continue
+        value, nxt = _take(argv, i, arg, ("--id",), ("-i",))
+        if nxt == i:
+            raise not_implemented(f'"mig {arg}" (the MIG layout is the cluster spec\'s mig key)')
+        a.ids, i = value, nxt
+    return a
+
+
 def parse_args(argv):
     a = Args()
     i = 0
+    if argv and argv[0] == "mig":
+        return parse_mig_args(argv)
     if argv and argv[0] == "dmon":
         a.mode, i = "dmon", 1
     while i < len(argv):
@@ -270,6 +333,7 @@ HELP = """NVIDIA System Management Interface -- simcluster's shim for fake GPUs
     nvidia-smi --query-gpu=index,name,uuid,memory.total,... --format=csv[,noheader][,nounits]
     nvidia-smi --query-compute-apps=pid,used_memory --format=csv    (no processes run on fake GPUs)
     nvidia-smi dmon [-i ID] [-s pucvmet] [-d SEC] [-c COUNT] [-o DT] [-f FILE]
+    nvidia-smi mig -lgi [-i ID]                              the MIG GPU instances
     nvidia-smi --version
 
 The GPUs are the job step's (SLURM_STEP_GPUS, else SLURM_JOB_GPUS) on the node
@@ -277,6 +341,17 @@ SLURMD_NODENAME names. Everything else answers "not implemented" (exit 2): see
 docs/gpus.md in simcluster.
 """
 DMON_HELP = "usage: nvidia-smi dmon [-i ID] [-s pucvmet] [-d SEC] [-c COUNT] [-o DT] [-f FILE]\n"
+MIG_HELP = "usage: nvidia-smi mig -lgi [-i ID]    list the GPU instances (fake MIG: the spec's mig key)\n"
+
+
+def mig_lgi(gpus, stdout):
+    """`nvidia-smi mig -lgi`: the GPU instances of the GPUs shown, as the real tool prints
+    them; on GPUs without MIG its message and exit status."""
+    if not any(g["mig"] for g in gpus):
+        stdout.write(NO_MIG + "\n")
+        return EXIT_NOT_FOUND
+    stdout.write(gpu_instance_table(gpus))
+    return 0
 
 
 def version_text(data):
@@ -312,6 +387,9 @@ def run(argv, env, stdout, stderr, argv0, clock=time.time, sleep=time.sleep):
     if args.mode == "dmon-help":
         stdout.write(DMON_HELP)
         return 0
+    if args.mode == "mig-help":
+        stdout.write(MIG_HELP)
+        return 0
     columns = dmon_columns(args.select) if args.mode == "dmon" else []
     header, units = parse_format(args.format) if args.mode in ("query", "apps") else (True, True)
     fields = (parse_fields(args.query, QUERY_FIELDS, QUERY_ALIASES) if args.mode == "query" else
@@ -341,6 +419,8 @@ def run(argv, env, stdout, stderr, argv0, clock=time.time, sleep=time.sleep):
     if not gpus:
         stdout.write(NO_DEVICES + "\n")
         return EXIT_NOT_FOUND
+    if args.mode == "mig-lgi":
+        return mig_lgi(gpus, stdout)
     out = Output(args.filename, stdout)
     try:
         if args.mode == "dmon":

@@ -47,7 +47,7 @@ def table(gpus, data, now):
             lines += unreadable_rows(g, cells)
             continue
         dc = g["datacenter"]
-        fan, ecc, mig, pm = ("N/A", str(g.get("ecc_uncorrected", 0)), "Disabled", "On") if dc else \
+        fan, ecc, mig, pm = ("N/A", str(g.get("ecc_uncorrected", 0)), mig_mode(g), "On") if dc else \
             ("30%", "N/A", "N/A", "Off")
         power = f"{int(g['power_draw'])}W / {g['power_limit']}W"
         memory = f"{g['memory_used']}MiB / {g['memory_total']}MiB"
@@ -74,8 +74,36 @@ def unreadable_rows(g, cells):
             cells]
 
 
+def mig_mode(g):
+    return "Enabled" if g.get("mig") else "Disabled"
+
+
 def list_gpus(gpus):
-    return "".join(f"GPU {g['index']}: {g['name']} (UUID: {g['uuid']})\n" for g in gpus)
+    return "".join(f"GPU {g['index']}: {g['name']} (UUID: {g['uuid']})\n" + mig_lines(g) for g in gpus)
+
+
+# -- MIG ---------------------------------------------------------------------------------------
+
+NO_MIG = "No MIG-enabled devices found."
+
+
+def mig_lines(g):
+    """-L's lines of a GPU's MIG devices, under the GPU's own line."""
+    return "".join(f"  MIG {m['profile']:<11} Device {m['device']:>2}: (UUID: {m['uuid']})\n" for m in g.get("mig", ()))
+
+
+def gpu_instance_table(gpus):
+    """`nvidia-smi mig -lgi`: a row per GPU instance of the GPUs given."""
+    rule = "+" + "-" * 55 + "+"
+    lines = [rule, "| GPU instances:".ljust(56) + "|",
+             "| GPU   Name             Profile  Instance   Placement  |",
+             "|                          ID       ID       Start:Size |",
+             "|" + "=" * 55 + "|"]
+    for g in gpus:
+        for m in g.get("mig", ()):
+            lines += [f"|{g['index']:>4}  MIG {m['profile']:<12}{m.get('profile_id', 0):>6}{m['gi']:>9}"
+                      f"{m.get('start', 0):>11}:{m.get('size', 1):<6}|", rule]
+    return "\n".join(lines) + "\n"
 
 
 # -- --query-gpu -------------------------------------------------------------------------------
@@ -137,8 +165,8 @@ QUERY_FIELDS = {
     "clocks.max.graphics": ("MHz", lambda g, c: str(g["sm_clock"])),
     "clocks.max.sm": ("MHz", lambda g, c: str(g["sm_clock"])),
     "clocks.max.memory": ("MHz", lambda g, c: str(g["mem_clock"])),
-    "mig.mode.current": (None, lambda g, c: "Disabled" if g["datacenter"] else "[N/A]"),
-    "mig.mode.pending": (None, lambda g, c: "Disabled" if g["datacenter"] else "[N/A]"),
+    "mig.mode.current": (None, lambda g, c: mig_mode(g) if g["datacenter"] else "[N/A]"),
+    "mig.mode.pending": (None, lambda g, c: mig_mode(g) if g["datacenter"] else "[N/A]"),
     "vbios_version": (None, _fixed("96.00.99.00.01")),
 }
 QUERY_ALIASES = {
