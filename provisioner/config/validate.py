@@ -358,9 +358,6 @@ def _gpu_sharing(p: Problems, raw: Dict, nodes: List[NodeSpec], fake_gpus: bool)
         if mig and (shards or mps):
             add(key, "a node's GPUs are cut into MIG instances or shared as shards/MPS, not both "
                      "(Slurm shares no MIG instance): give such nodes their own 'mig' or 'shards'/'mps'")
-        elif shards and mps:
-            add(where + "shards", "shards and MPS on one node: Slurm 22.05 then computes "
-                                  "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE from the shard count; give them to different nodes")
         if mig:
             model = model_of(node.gpu_type, node.gpu_model)
             try:
@@ -368,6 +365,12 @@ def _gpu_sharing(p: Problems, raw: Dict, nodes: List[NodeSpec], fake_gpus: bool)
             except ValueError as exc:
                 add(key, str(exc))
         out.append(replace(node, mig=mig, shards=shards, mps=mps))
+    if any(n.shards for n in out) and any(n.mps for n in out):
+        # Checked on Slurm 22.05: with shard and mps both in GresTypes an MPS job's
+        # CUDA_MPS_ACTIVE_THREAD_PERCENTAGE is computed from the shard counts (0, or 1250 for
+        # mps:50 of 100), wherever the shards are.
+        add("mps", "shards and MPS in one cluster: Slurm then gives MPS jobs a wrong "
+                   "CUDA_MPS_ACTIVE_THREAD_PERCENTAGE (computed from the shard counts); use one of them per cluster")
     return out
 
 
