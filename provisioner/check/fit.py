@@ -97,12 +97,32 @@ def judge_partition(j: Judge, part: PartitionSpec) -> List[Finding]:
     return j.findings[before:]
 
 
+def gpu_count(n: NodeSpec, want: Optional[str]) -> int:
+    """How many GPUs of type ``want`` (any, for None) Slurm counts on a node: on a MIG node
+    its MIG instances of that profile (the type a job asks for: --gres=gpu:3g.40gb:1)."""
+    if n.mig:
+        per_gpu = dict(n.mig)
+        return len(n.gpus) * (sum(per_gpu.values()) if want is None else per_gpu.get(want, 0))
+    if want and (n.gpu_type or "").lower() != want:
+        return 0
+    return len(n.gpus)
+
+
+def gpu_types(n: NodeSpec) -> List[str]:
+    """The GPU types a node offers: its gpuType, or its MIG profiles."""
+    return [p for p, _ in n.mig] if n.mig and n.gpus else [n.gpu_type] if n.gpus and n.gpu_type else []
+
+
+def shared_gres(nodes: List[NodeSpec]) -> List[str]:
+    """The GPU-sharing gres the nodes have (shard, mps), as --gres may ask for them."""
+    return [name for name, has in (("shard", any(n.shards for n in nodes)), ("mps", any(n.mps for n in nodes)))
+            if has]
+
+
 def gpu_typed(g: GpuAsk) -> Callable[[NodeSpec], bool]:
     """Whether a node has GPUs of the type ``g`` asks for (any GPUs when it names none)."""
     want = g.type.lower() if g.type else None
-    if want:
-        return lambda n: bool(n.gpus) and (n.gpu_type or "").lower() == want
-    return lambda n: bool(n.gpus)
+    return lambda n: gpu_count(n, want) > 0
 
 
 def node_tests(ask: Ask) -> List[Tuple[str, Callable[[NodeSpec], bool]]]:
@@ -112,8 +132,9 @@ def node_tests(ask: Ask) -> List[Tuple[str, Callable[[NodeSpec], bool]]]:
     if g is not None:
         typed = gpu_typed(g)
         if g.per_node:
+            want = g.type.lower() if g.type else None
             tests.append((f"{g.count} x {'gpu:' + g.type if g.type else 'gpu'}",
-                          lambda n: typed(n) and len(n.gpus) >= g.count))
+                          lambda n: gpu_count(n, want) >= g.count))
         else:
             tests.append(("GPUs" if not g.type else f"gpu:{g.type}", typed))
     if ask.cpus is not None:
@@ -143,17 +164,27 @@ def _judge_nodes(j: Judge, part: PartitionSpec, nodes: List[NodeSpec], offer: st
     start = len(j.findings)
     all_nodes = list(spec.nodes)
 
+    offered = ["gpu"] + shared_gres(nodes)
     for gres, opt in ask.other_gres:
+        if gres in offered:
+            continue
+        elsewhere = sorted(p.name for p in spec.partitions if gres in shared_gres([spec.node(x) for x in p.nodes]))
+        if elsewhere:  # in GresTypes: Slurm takes the gres and finds no node with it
+            j.add(opt, ERROR, "cluster.gres",
+                  f"--gres={opt.value}: no node of partition {name} has '{gres}' (partition"
+                  f"{'s' if len(elsewhere) > 1 else ''} {', '.join(elsewhere)} do{'es' if len(elsewhere) == 1 else ''})"
+                  f": sbatch refuses the job: \"{NODE_CONFIG}\"", f"gres here: {', '.join(offered)} ({node_types(nodes)})")
+            continue
         j.add(opt, ERROR, "cluster.gres",
-              f"--gres={opt.value}: this cluster has no generic resource '{gres}' (only gpu): sbatch refuses "
-              f'the job: "{INVALID_GRES}"', f"gres here: gpu ({node_types(nodes)})")
+              f"--gres={opt.value}: this cluster has no generic resource '{gres}' (only {', '.join(offered)}): "
+              f'sbatch refuses the job: "{INVALID_GRES}"', f"gres here: {', '.join(offered)} ({node_types(nodes)})")
 
     g = ask.gpus
     if g is not None:
         typed = gpu_typed(g)
         if g.type and not any(typed(n) for n in nodes):
-            types = sorted({n.gpu_type for n in nodes if n.gpus and n.gpu_type})
-            untyped = any(n.gpus and not n.gpu_type for n in nodes)
+            types = sorted({t for n in nodes for t in gpu_types(n)})
+            untyped = any(n.gpus and not gpu_types(n) for n in nodes)
             elsewhere = sorted({p.name for p in spec.partitions
                                 if any(typed(spec.node(x)) for x in p.nodes)})
             where = (f" (gpu:{g.type} nodes are in partition{'s' if len(elsewhere) > 1 else ''} "
@@ -168,7 +199,8 @@ def _judge_nodes(j: Judge, part: PartitionSpec, nodes: List[NodeSpec], offer: st
                   f"--{g.opt.key}={g.opt.value}: no node of partition {name} has GPU type {g.type}{where}; "
                   f"{has}: sbatch refuses the job: \"{NODE_CONFIG}\"", offer, new)
         elif g.per_node:
-            most = max((len(n.gpus) for n in nodes if typed(n)), default=0)
+            want = g.type.lower() if g.type else None
+            most = max((gpu_count(n, want) for n in nodes), default=0)
             if g.count > most:
                 what = f"gpu:{g.type}" if g.type else "GPUs"
                 j.add(g.opt, ERROR, "cluster.gpus-per-node",
@@ -176,10 +208,11 @@ def _judge_nodes(j: Judge, part: PartitionSpec, nodes: List[NodeSpec], offer: st
                       f"nodes have at most {most}: sbatch refuses the job: \"{NODE_CONFIG}\"", offer,
                       _with_gpu_count(g, most) if most else None)
         else:
-            total = sum(len(n.gpus) for n in nodes if typed(n))
+            want = g.type.lower() if g.type else None
+            total = sum(gpu_count(n, want) for n in nodes)
             max_nodes = limit_value(part.option("MaxNodes"))
             if max_nodes is not None:
-                total = sum(sorted((len(n.gpus) for n in nodes if typed(n)), reverse=True)[:max_nodes])
+                total = sum(sorted((gpu_count(n, want) for n in nodes), reverse=True)[:max_nodes])
             if g.count > total:
                 j.add(g.opt, ERROR, "cluster.gpus-per-node",
                       f"--{g.opt.key}={g.opt.value} asks for {g.count} GPUs and partition {name} has {total}"

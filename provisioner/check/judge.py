@@ -19,10 +19,23 @@ def node_type(n: NodeSpec) -> str:
     """One node's shape as a header would ask for it: '64 CPUs, 250G, gpu:h100:8, features ib,h100'."""
     parts = [f"{n.cpus} CPUs", mem_text(n.memory)]
     if n.gpus:
-        parts.append(f"gpu:{n.gpu_type}:{len(n.gpus)}" if n.gpu_type else f"gpu:{len(n.gpus)}")
+        parts.append(node_gres_text(n))
     if n.features:
         parts.append("features " + ",".join(n.features))
     return ", ".join(parts)
+
+
+def node_gres_text(n: NodeSpec) -> str:
+    """A node's Gres= as slurm.conf says it: 'gpu:h100:8', MIG nodes' 'gpu:1g.10gb:4,gpu:3g.40gb:2',
+    with ',shard:N' or ',mps:N' where the node has them."""
+    if n.mig:
+        text = ",".join(f"gpu:{p}:{c * len(n.gpus)}" for p, c in sorted(n.mig))
+    else:
+        text = f"gpu:{n.gpu_type}:{len(n.gpus)}" if n.gpu_type else f"gpu:{len(n.gpus)}"
+    for name, per_gpu in (("shard", n.shards), ("mps", n.mps)):
+        if per_gpu:
+            text += f",{name}:{per_gpu * len(n.gpus)}"
+    return text
 
 
 def node_types(nodes: Sequence[NodeSpec]) -> str:

@@ -57,7 +57,7 @@ def _like_target(path: str, gres_conf: Optional[str]) -> Target:
     # lazy: the conf reader loads only for --like
     from provisioner.like.gres import parse_gres
     from provisioner.like.mapping import parse_conf
-    from provisioner.like.production import apply_gres
+    from provisioner.like.production import apply_gres, settle_sharing
     from provisioner.like.reader import LikeError, display_path, read_conf
     from provisioner.like.report import Report
     conf_path = Path(path)
@@ -71,9 +71,10 @@ def _like_target(path: str, gres_conf: Optional[str]) -> Target:
     if gres_path.is_file() and conf_path.name != "gres.conf":
         apply_gres(parsed, parse_gres(read_conf(gres_path, gres_conf or display_path(gres_path)),
                                       list(parsed.nodes)), report)
+    settle_sharing(parsed, report)
     nodes = tuple(NodeSpec(name=n.name, gpus=tuple(range(n.gpus)), cpus=n.cpus or 1, memory=n.memory or 1,
                            gpu_type=n.gpu_type if n.gpus else None, features=tuple(n.features),
-                           options=tuple(n.options.items()))
+                           options=tuple(n.options.items()), mig=n.mig, shards=n.shards, mps=n.mps)
                   for n in parsed.nodes.values())
     parts = tuple(PartitionSpec(p.name, tuple(parsed.nodes) if p.all_nodes else tuple(p.nodes), p.default,
                                 p.max_time, tuple(p.options.items()))
@@ -88,7 +89,7 @@ def _like_target(path: str, gres_conf: Optional[str]) -> Target:
 # ---------------------------------------------------------------- the dry run's copy
 
 def _shape(n: NodeSpec) -> Tuple:
-    return (n.cpus, n.memory, len(n.gpus), n.gpu_type, tuple(sorted(n.features)), n.options)
+    return (n.cpus, n.memory, len(n.gpus), n.gpu_type, tuple(sorted(n.features)), n.options, n.mig, n.shards, n.mps)
 
 
 def pick_nodes(spec: ClusterSpec, partitions: Sequence[str], nodes_wanted: int, max_nodes: int,

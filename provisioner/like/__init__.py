@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from provisioner.like.gres import parse_gres
 from provisioner.like.mapping import parse_conf
-from provisioner.like.production import apply_gres, choose_nodes, gpu_ids, to_raw
+from provisioner.like.production import apply_gres, choose_nodes, gpu_ids, settle_sharing, to_raw
 from provisioner.like.reader import LikeError, display_path, read_conf
 from provisioner.like.report import Report
 
@@ -56,6 +56,7 @@ def mirror(path: str, gres_conf: Optional[str] = None, max_nodes: Optional[int] 
         # Read after slurm.conf: a gres.conf line without NodeName= means every node.
         gres_file = read_conf(gres_path, str(gres_conf) if gres_conf else display_path(gres_path))
         apply_gres(parsed, parse_gres(gres_file, list(parsed.nodes)), report)
+    settle_sharing(parsed, report)
     fake = gpus is None
     keep = choose_nodes(parsed, max_nodes, report, source, fake_gpus=fake)
     ids = gpu_ids([parsed.nodes[n] for n in keep], gpus, source)

@@ -3,8 +3,11 @@
 ``NodeName=gpu[001-004] Name=gpu Type=h100 File=/dev/nvidia[0-7]`` says the type and the
 device numbers (the physical ids a mirror can reuse); ``Count=`` a count without devices;
 ``AutoDetect=nvml`` (or nvidia, rsmi) leaves counts and types to the hardware, so the
-slurm.conf's ``Gres=`` says them. A line without NodeName applies to every node. Other
-gres (mps, shard, nic ...) are reported dropped: a mirror has GPUs only.
+slurm.conf's ``Gres=`` says them (the mirror writes explicit lines). A line without NodeName
+applies to every node. MIG lines (``Type=3g.40gb MultipleFiles=/dev/nvidia0,/dev/nvidia-caps/
+nvidia-cap21,...`` or ``File=/dev/nvidia-caps/...``) say which GPUs the instances are cut
+from; shard and mps lines are read from slurm.conf's Gres= (their counts); other gres (nic
+...) are reported dropped.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Sequence
 
 from provisioner.config import hostlist
+from provisioner.config.mig import profile_of
 from provisioner.like.reader import ConfFile, LikeError, Where
 
 
@@ -25,6 +29,7 @@ class GresEntry:
     gpu_type: Optional[str]
     ids: Optional[List[int]]  # device numbers from File= (None: no File=)
     count: Optional[int]      # Count= or the number of files
+    mig_parents: Optional[List[int]] = None  # a MIG line's parent GPUs (/dev/nvidiaN of MultipleFiles)
 
 
 @dataclass
@@ -53,6 +58,17 @@ def _device_ids(value: str, where: Where) -> List[int]:
     return ids
 
 
+def _mig_parents(keys: Dict[str, str], where: Where) -> List[int]:
+    """The parent GPUs (/dev/nvidiaN) among a MIG line's files; [] where it names only
+    nvidia-caps devices."""
+    files = keys.get("multiplefiles") or keys.get("file") or ""
+    try:
+        paths = [p for part in files.split(",") if part for p in hostlist.expand(part)]
+    except hostlist.HostlistError as exc:
+        raise LikeError(f"{where}: {files}: {exc}") from None
+    return sorted({int(m.group(1)) for p in paths for m in [re.search(r"/nvidia(\d+)$", p)] if m})
+
+
 def parse_gres(conf: ConfFile, node_names: Sequence[str]) -> GresConf:
     """The GPUs gres.conf gives each of ``node_names``."""
     out = GresConf()
@@ -73,8 +89,16 @@ def parse_gres(conf: ConfFile, node_names: Sequence[str]) -> GresConf:
         name = keys.get("name")
         if name is None:
             raise LikeError(f"{line.where}: a gres.conf line without Name=", "write Name=gpu")
+        if name.lower() in ("shard", "mps"):
+            continue  # their counts are slurm.conf's Gres= (production.settle_sharing)
         if name.lower() != "gpu":
-            out.dropped.append((line.where, "gres.conf Name", name, "a mirror has GPUs only: other gres are left out"))
+            out.dropped.append((line.where, "gres.conf Name", name, "a mirror has GPUs, shards and MPS only: "
+                                                                    "other gres are left out"))
+            continue
+        if profile_of(keys.get("type", "")):
+            entry = GresEntry(line.where, keys["type"], None, None, mig_parents=_mig_parents(keys, line.where))
+            for n in targets:
+                out.entries.setdefault(n, []).append(entry)
             continue
         for key in keys:
             if key in ("cores", "links", "flags", "multiplefiles"):

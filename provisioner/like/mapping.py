@@ -13,6 +13,7 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from provisioner.config import hostlist
+from provisioner.config.mig import profile_of as mig_profile
 from provisioner.config.problems import TOKEN_RE
 from provisioner.config.validate import NODE_OPTIONS, NODE_RE, PARTITION_RE
 from provisioner.like import keys
@@ -171,7 +172,8 @@ class _Mapper:
                                 f"{self.parsed.nodes[name].where})", "define each node once")
             node = Node(name=name, where=line.where, cpus=proto.cpus, memory=proto.memory, gpus=proto.gpus,
                         gpu_type=proto.gpu_type, features=proto.features, options=dict(proto.options),
-                        port=ports[i] if ports else None)
+                        port=ports[i] if ports else None, mig_total=dict(proto.mig_total),
+                        shard_total=proto.shard_total, mps_total=proto.mps_total)
             self.parsed.nodes[name] = node
         for k, v in values.items():
             if k != "Port":  # reported by _ports, kept or not
@@ -233,8 +235,25 @@ class _Mapper:
                                                            "'_', '.', '+', '-'")
             node.features = tuple(dict.fromkeys(feats))
         if "Gres" in values:
-            node.gpus, node.gpu_type = self._gres(where, values["Gres"])
+            node.gpus, node.gpu_type = self._gres(where, self._gpu_sharing(node, values["Gres"]))
         return node
+
+    def _gpu_sharing(self, node, value: str) -> str:
+        """Take a Gres= value's MIG-typed GPUs (gpu:3g.40gb:2) and shard/mps counts onto the
+        node (production.settle_sharing makes them spec keys); the rest of the value."""
+        rest = []
+        for raw in re.split(r",(?![^(]*\))", value):
+            item = re.sub(r"\(.*\)$", "", raw.strip())
+            parts = [p for p in item.split(":") if p.lower() != "no_consume"]
+            name = parts[0].lower()
+            count = int(parts[-1]) if len(parts) > 1 and parts[-1].isdecimal() else 1
+            if name in ("shard", "mps"):
+                setattr(node, f"{name}_total", getattr(node, f"{name}_total") + count)
+            elif name == "gpu" and len(parts) >= 2 and not parts[1].isdecimal() and mig_profile(parts[1]):
+                node.mig_total[parts[1].lower()] = node.mig_total.get(parts[1].lower(), 0) + count
+            else:
+                rest.append(raw)
+        return ",".join(rest)
 
     def _gres(self, where: Where, value: str) -> Tuple[int, Optional[str]]:
         """(GPU count, type) of a Gres= value; non-GPU gres and a second GPU type are reported."""
@@ -421,8 +440,9 @@ class _Mapper:
             self.report.keep(where, "AccountingStorageType", value, "accounting: true" if on else "no accounting")
             return
         if low == "grestypes":
-            others = [t for t in _one_value(value).split(",") if t and t.lower() != "gpu"]
-            self.report.keep(where, "GresTypes", "gpu", "as simcluster's")
+            # shard and mps: the nodes' Gres= (mig/shards/mps keys); simcluster writes GresTypes.
+            others = [t for t in _one_value(value).split(",") if t and t.lower() not in ("gpu", "shard", "mps")]
+            self.report.keep(where, "GresTypes", "gpu", "as simcluster's (shard, mps where nodes have them)")
             if others:
                 self.report.drop(where, "GresTypes", ",".join(others), "a mirror has GPUs only: other gres are "
                                                                       "left out")

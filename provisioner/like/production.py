@@ -9,12 +9,15 @@ from typing import Any, Dict, List, Optional, Tuple
 
 from provisioner.config import hostlist
 from provisioner.config.parse import MAX_GPU_ID
+from provisioner.config.mig import FAMILIES as MIG_FAMILIES
+from provisioner.config.mig import place as place_mig
+from provisioner.config.mig import profile_of
 from provisioner.config.validate import MAX_NODES
 from provisioner.like import scale
 from provisioner.like.gres import GresConf
 from provisioner.like.reader import LikeError, Where
 from provisioner.like.report import Report
-from provisioner.like.specfile import node_entry
+from provisioner.like.specfile import node_entry, sharing_keys
 
 
 # Fake GPUs are numbered 0..MAX_GPU_ID across the whole cluster.
@@ -35,10 +38,20 @@ class Node:
     options: Dict[str, str] = field(default_factory=dict)
     port: Optional[int] = None
     device_ids: Optional[List[int]] = None
+    # GPU sharing as slurm.conf's Gres= says it, on the whole node: MIG instances by profile
+    # (gpu:3g.40gb:4), shard and mps counts; settle_sharing turns them into per-GPU keys.
+    mig_total: Dict[str, int] = field(default_factory=dict)
+    shard_total: int = 0
+    mps_total: int = 0
+    mig_parents: Optional[List[int]] = None  # gres.conf's parent GPUs of the MIG lines (MultipleFiles)
+    # Per GPU, as the spec says it (settle_sharing).
+    mig: Tuple[Tuple[str, int], ...] = ()
+    shards: int = 0
+    mps: int = 0
 
     @property
     def shape(self) -> Tuple:
-        return (self.cpus, self.memory, self.gpus, self.gpu_type, self.features)
+        return (self.cpus, self.memory, self.gpus, self.gpu_type, self.features, self.mig, self.shards, self.mps)
 
 
 @dataclass
@@ -72,7 +85,10 @@ def apply_gres(parsed: Parsed, gres: GresConf, report: Report) -> None:
         report.drop(where, key, value, reason)
     typed_from_gres = set()
     for node in parsed.nodes.values():
-        entries = gres.for_node(node.name)
+        parents = sorted({i for e in gres.for_node(node.name) for i in e.mig_parents or ()})
+        if parents:
+            node.mig_parents = parents
+        entries = [e for e in gres.for_node(node.name) if not is_mig_type(e.gpu_type)]
         if not entries or not node.gpus:
             if entries and not node.gpus:
                 report.note(f"{entries[0].where}: gres.conf gives {node.name} GPUs that its NodeName line "
@@ -91,6 +107,74 @@ def apply_gres(parsed: Parsed, gres: GresConf, report: Report) -> None:
                 node.device_ids = ids
     for gpu_type, where in sorted(typed_from_gres):
         report.note(f"{where}: GPU type {gpu_type} from gres.conf (slurm.conf's Gres= has no type)")
+
+
+def is_mig_type(gpu_type: Optional[str]) -> bool:
+    return bool(gpu_type) and profile_of(gpu_type) is not None
+
+
+# The GPU type a mirror's MIG nodes get, by the MIG profile family of their profiles: the
+# card those profiles are most often cut from.
+FAMILY_TYPES = {"80gb": "h100", "40gb": "a100-40gb", "94gb": "h100-nvl", "96gb": "gh200", "141gb": "h200",
+                "180gb": "b200", "24gb": "a30"}
+
+
+def _mig_split(totals: Dict[str, int], gpus: Optional[int]) -> Optional[Tuple[str, int, Tuple[Tuple[str, int], ...]]]:
+    """(family, GPUs, per-GPU layout) of a node's MIG instances: over ``gpus`` GPUs where
+    gres.conf says how many, else the fewest GPUs each profile's count splits evenly over and
+    whose per-GPU layout fits the card; None where nothing fits."""
+    for family, profiles in MIG_FAMILIES.items():
+        if not all(p in profiles for p in totals):
+            continue
+        for n in ([gpus] if gpus else range(1, 65)):
+            if any(c % n for c in totals.values()):
+                continue
+            layout = tuple((p, c // n) for p, c in totals.items())
+            try:
+                place_mig(layout, family)
+            except ValueError:
+                continue
+            return family, n, layout
+    return None
+
+
+def settle_sharing(parsed: Parsed, report: Report) -> None:
+    """slurm.conf's MIG, shard and mps gres as the spec's per-GPU keys: a MIG node gets the
+    GPUs its instances are cut from (gres.conf's parent devices, else the fewest that fit), a
+    GPU type of that card, and its layout; shards and MPS are divided over the node's GPUs.
+    What the spec cannot say (MIG beside plain GPUs, shards on MIG, shards and MPS in one
+    cluster) is reported and left out."""
+    for node in parsed.nodes.values():
+        if node.mig_total:
+            text = ",".join(f"gpu:{p}:{c}" for p, c in node.mig_total.items())
+            split = None if node.gpus else _mig_split(node.mig_total, len(node.mig_parents or ()) or None)
+            if split is None:
+                why = ("MIG instances beside plain GPUs on one node: the node keeps its plain GPUs" if node.gpus else
+                       f"these MIG instances fit no GPU model's layout here"
+                       + (f" when split over its {len(node.mig_parents)} GPUs (gres.conf)" if node.mig_parents else ""))
+                report.drop(node.where, "Gres", text, why)
+            else:
+                family, count, layout = split
+                node.gpus, node.mig = count, layout
+                node.gpu_type = node.gpu_type or FAMILY_TYPES[family]
+                report.keep(node.where, "Gres", text, f"mig: {','.join(f'{p}:{c}' for p, c in layout)} on each of "
+                                                      f"{count} fake {node.gpu_type} GPU{'s' if count > 1 else ''}")
+        for kind in ("shard", "mps"):
+            total = getattr(node, f"{kind}_total")
+            if not total:
+                continue
+            if not node.gpus or node.mig:
+                report.drop(node.where, "Gres", f"{kind}:{total}", "on a node without plain GPUs (MIG instances are "
+                                                                  "not shared here)")
+            elif kind == "mps" and any(n.shard_total for n in parsed.nodes.values()):
+                report.drop(node.where, "Gres", f"mps:{total}", "shards and MPS in one cluster: Slurm then gives MPS "
+                                                              "jobs a wrong CUDA_MPS_ACTIVE_THREAD_PERCENTAGE; the "
+                                                              "shards are kept")
+            else:
+                per_gpu = max(1, total // node.gpus)
+                setattr(node, "shards" if kind == "shard" else "mps", per_gpu)
+                report.keep(node.where, "Gres", f"{kind}:{total}", f"{'shards' if kind == 'shard' else 'mps'}: "
+                                                                  f"{per_gpu} per GPU")
 
 
 def gpu_ids(nodes: List[Node], host_gpus: Optional[List[int]], source: str) -> Dict[str, List[int]]:
@@ -126,8 +210,11 @@ def to_raw(parsed: Parsed, keep: List[str], ids: Dict[str, List[int]], fake: boo
     nodes = []
     for name in keep:
         n = parsed.nodes[name]
-        nodes.append(node_entry(name, ids.get(name), n.cpus, n.memory, n.port, n.gpu_type if name in ids else None,
-                                None, n.features, n.options))
+        entry = node_entry(name, ids.get(name), n.cpus, n.memory, n.port, n.gpu_type if name in ids else None,
+                           None, n.features, n.options)
+        if name in ids and fake:  # real GPUs (--gpus) get theirs from the driver
+            entry.update(sharing_keys(n.mig, n.shards, n.mps))
+        nodes.append(entry)
     partitions = []
     for p in parsed.partitions:
         entry = {"name": p.name, "nodes": "ALL" if p.all_nodes and not scaled else [n for n in p.nodes if n in kept],

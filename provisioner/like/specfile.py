@@ -25,6 +25,18 @@ def node_entry(name: str, gpus: Optional[List[int]] = None, cpus: Optional[int] 
     return entry
 
 
+def sharing_keys(mig, shards: int, mps: int) -> Dict[str, Any]:
+    """A node's GPU-sharing keys (mig, shards, mps) in YAML, those it has."""
+    out: Dict[str, Any] = {}
+    if mig:
+        out["mig"] = ",".join(f"{p}:{c}" for p, c in mig)
+    if shards:
+        out["shards"] = shards
+    if mps:
+        out["mps"] = mps
+    return out
+
+
 def spec_yaml(spec: ClusterSpec, source: str) -> str:
     """A mirrored spec as a spec file (YAML keys, the defaults left out) to edit and `up --config`."""
     raw = {"apiVersion": API_VERSION, "kind": KIND, "name": spec.name}
@@ -32,8 +44,9 @@ def spec_yaml(spec: ClusterSpec, source: str) -> str:
         raw["accounting"] = True
     if spec.fake_gpus:
         raw["fakeGpus"] = True
-    raw["nodes"] = [node_entry(n.name, list(n.gpus) or None, n.cpus, n.memory, n.port, n.gpu_type, n.gpu_model,
-                               n.features, n.options) for n in spec.nodes]
+    raw["nodes"] = [dict(node_entry(n.name, list(n.gpus) or None, n.cpus, n.memory, n.port, n.gpu_type, n.gpu_model,
+                                    n.features, n.options), **sharing_keys(n.mig, n.shards, n.mps))
+                    for n in spec.nodes]
     parts = []
     for p in spec.partitions:
         entry = {"name": p.name, "nodes": list(p.nodes), "default": p.default, "maxTime": p.max_time}

@@ -10,7 +10,7 @@ from provisioner.config import load_spec
 from provisioner.like import mirror
 from provisioner.like.gres import parse_gres
 from provisioner.like.mapping import parse_conf
-from provisioner.like.production import apply_gres
+from provisioner.like.production import apply_gres, settle_sharing
 from provisioner.like.reader import read_conf
 from provisioner.like.report import Report
 from tests.conftest import REPO, run_cli
@@ -59,6 +59,7 @@ def full_shapes(name: str):
     parsed = parse_conf(read_conf(path), report, name)
     if (path.parent / "gres.conf").exists():
         apply_gres(parsed, parse_gres(read_conf(path.parent / "gres.conf"), list(parsed.nodes)), report)
+    settle_sharing(parsed, report)
     return {p.name: {parsed.nodes[n].shape for n in p.nodes} for p in parsed.partitions}
 
 
@@ -66,7 +67,8 @@ def full_shapes(name: str):
 def test_every_partition_keeps_its_shapes_when_scaled(name):
     spec = spec_from(mirror(str(CORPUS / name / "slurm.conf"), max_nodes=expect(name)["maxNodes"]).raw)
     nodes = {n.name: n for n in spec.nodes}
-    kept = {p.name: {(nodes[x].cpus, nodes[x].memory, len(nodes[x].gpus), nodes[x].gpu_type, nodes[x].features)
+    kept = {p.name: {(nodes[x].cpus, nodes[x].memory, len(nodes[x].gpus), nodes[x].gpu_type, nodes[x].features,
+                      nodes[x].mig, nodes[x].shards, nodes[x].mps)
                      for x in p.nodes} for p in spec.partitions}
     assert kept == full_shapes(name)
 

@@ -78,7 +78,7 @@ def test_a_node_without_cpus_or_memory_gets_the_hosts(spec_of):
     ("gpu:h100:8", 8, "h100"),
     ("gpu:8", 8, None),
     ("gpu:a100:4(S:0-1)", 4, "a100"),
-    ("gpu:1g.10gb:7", 7, "1g.10gb"),
+    ("gpu:1g.10gb:7", 1, "h100"),  # MIG: one GPU cut into seven 1g.10gb instances (test_like_mig.py)
     ("gpu:h100", 1, "h100"),
     ("gpu", 1, None),
 ])
@@ -111,7 +111,8 @@ def test_gres_conf_autodetect_leaves_counts_to_slurm_conf(mirror_of):
     m = mirror_of("NodeName=g1 Gres=gpu:h100:4\n", gres="AutoDetect=nvml\nName=mps Count=100\n")
     node = spec_from(m.raw).nodes[0]
     assert (len(node.gpus), node.gpu_type) == (4, "h100")
-    assert "gres.conf Name" in dropped(m)
+    # mps counts are slurm.conf's Gres= (none here): gres.conf's mps line adds none.
+    assert node.mps == 0 and "gres.conf Name" not in dropped(m)
 
 
 def test_a_gres_conf_given_elsewhere(tmp_path, mirror_of):
@@ -262,7 +263,7 @@ def test_what_cannot_apply_here_is_dropped_with_a_reason(mirror_of, line, key, s
 
 
 def test_list_values_keep_what_can_apply(mirror_of):
-    m = mirror_of("PrologFlags=Alloc,Contain,X11\nLaunchParameters=enable_nss_slurm\nGresTypes=gpu,mps\nNodeName=n1\n")
+    m = mirror_of("PrologFlags=Alloc,Contain,X11\nLaunchParameters=enable_nss_slurm\nGresTypes=gpu,nic\nNodeName=n1\n")
     assert m.raw["slurmConf"] == ["PrologFlags=Alloc,Contain"]
     assert {"PrologFlags", "LaunchParameters", "GresTypes"} <= set(dropped(m))
     assert "GresTypes" in kept(m)
