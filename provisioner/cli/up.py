@@ -26,6 +26,8 @@ def command(name, retain, recreate, sudo, **options):
       simcluster up --nodes 2 --gpus 6,7              # GPU host: node1 gets GPU 6, node2 GPU 7
       simcluster up --nodes 2 --gpus 6,7 --fake-gpus  # same cluster on a CPU-only host
       simcluster up --nodes 4 --fake-gpus 8 --cpus 112 --memory 240000
+      simcluster up --fake-gpus 2 --mig 3g.40gb:2     # MIG: --gres=gpu:3g.40gb:1 (docs/gpus.md)
+      simcluster up --fake-gpus 2 --shards 4          # 4 shards per GPU: --gres=shard:1
       simcluster up --config configs/examples/node6-node7-one-gpu-each.yaml --fake-gpus
       simcluster up --backend docker --nodes 2        # containers (builds the image once)
       simcluster up --nodes 2 --accounting            # + slurmdbd and MariaDB: sacct, sshare
