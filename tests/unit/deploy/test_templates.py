@@ -70,8 +70,8 @@ def test_role_context_has_exactly_the_python_context_keys(tmp_path):
     assert sorted(role_ctx) == sorted(py_ctx), "the role's context.json.j2 and render.yml must pass every key"
     assert sorted(role_ctx["nodes"][0]) == sorted(py_ctx["nodes"][0])
     assert role_ctx["nodes"] == [
-        {"name": "gpu1", "hostname": "gpu1", "addr": "10.0.0.11", "port": 6818, "cpus": 112, "memory": 240000, "gpus": [6], "gpu_type": None, "features": [], "options": []},
-        {"name": "gpu2", "hostname": "gpu2", "addr": "10.0.0.12", "port": 6818, "cpus": 112, "memory": 240000, "gpus": [7], "gpu_type": None, "features": [], "options": []},
+        {"name": "gpu1", "hostname": "gpu1", "addr": "10.0.0.11", "port": 6818, "cpus": 112, "memory": 240000, "gpus": [6], "gpu_type": None, "features": [], "options": [], "mig": [], "shards": 0, "mps": 0},
+        {"name": "gpu2", "hostname": "gpu2", "addr": "10.0.0.12", "port": 6818, "cpus": 112, "memory": 240000, "gpus": [7], "gpu_type": None, "features": [], "options": [], "mig": [], "shards": 0, "mps": 0},
     ]
     assert role_ctx["partitions"] == [{"name": "main", "nodes": ["gpu1", "gpu2"], "default": True,
                                        "max_time": "INFINITE", "options": []}]
