@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from provisioner.config import nodelines
-from provisioner.cluster.services.fakegpus.nvidia_smi import mig_uuid
 from provisioner.config.gpus import mig_instances
+from provisioner.config.mig import mig_uuid
 from provisioner.config.types import ClusterSpec
 from provisioner.nodepaths import MUNGE_DEFAULT_SOCKET, NodePaths
 from provisioner.paths import templates_dir

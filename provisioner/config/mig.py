@@ -15,6 +15,7 @@ Pure logic, no simcluster imports: the spec's validation and the renderer use it
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from typing import Dict, List, Optional, Sequence, Tuple
@@ -167,6 +168,14 @@ def cap_minors(gpu_minor: int, gi: int) -> Tuple[int, int]:
     GPU + 9 per GPU instance (its own, then 8 compute instances'). GPU 0's GI 2: 21 and 22."""
     base = 3 + gpu_minor * 135 + gi * 9
     return base, base + 1
+
+
+def mig_uuid(cluster: str, node: str, index: int, gi: int) -> str:
+    """MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx of GPU instance ``gi`` of a node's GPU
+    ``index``, the same for the same cluster, node, GPU and instance (the form R470+ drivers
+    print). fake-gpus.json carries it to nvidia-smi and the metrics; the TaskProlog to jobs."""
+    h = hashlib.sha256(f"simcluster-mig/{cluster}/{node}/{index}/{gi}".encode()).hexdigest()
+    return f"MIG-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
 def profile_of(name: str) -> Optional[Profile]:

@@ -52,6 +52,18 @@ def _time(value: str) -> str:
     return value.upper() if value.upper() in _SLURM_WORDS else value
 
 
+def _sharing_item(raw: str) -> Optional[List[str]]:
+    """A Gres= item's fields if it is GPU sharing (shard:N, mps:N, a MIG-typed gpu:3g.40gb:N),
+    else None."""
+    item = re.sub(r"\(.*\)$", "", raw.strip())
+    parts = [p for p in item.split(":") if p.lower() != "no_consume"]
+    name = parts[0].lower()
+    if name in ("shard", "mps") or (name == "gpu" and len(parts) >= 2 and not parts[1].isdecimal()
+                                    and mig_profile(parts[1])):
+        return parts
+    return None
+
+
 class _Mapper:
     def __init__(self, conf: ConfFile, report: Report, source: str):
         self.conf, self.report, self.source = conf, report, source
@@ -235,25 +247,22 @@ class _Mapper:
                                                            "'_', '.', '+', '-'")
             node.features = tuple(dict.fromkeys(feats))
         if "Gres" in values:
-            node.gpus, node.gpu_type = self._gres(where, self._gpu_sharing(node, values["Gres"]))
+            self._gpu_sharing(node, values["Gres"])
+            node.gpus, node.gpu_type = self._gres(where, values["Gres"])
         return node
 
-    def _gpu_sharing(self, node, value: str) -> str:
+    def _gpu_sharing(self, node, value: str) -> None:
         """Take a Gres= value's MIG-typed GPUs (gpu:3g.40gb:2) and shard/mps counts onto the
-        node (production.settle_sharing makes them spec keys); the rest of the value."""
-        rest = []
+        node (production.settle_sharing makes them spec keys); _gres skips them."""
         for raw in re.split(r",(?![^(]*\))", value):
-            item = re.sub(r"\(.*\)$", "", raw.strip())
-            parts = [p for p in item.split(":") if p.lower() != "no_consume"]
-            name = parts[0].lower()
+            parts = _sharing_item(raw)
+            if not parts:
+                continue
             count = int(parts[-1]) if len(parts) > 1 and parts[-1].isdecimal() else 1
-            if name in ("shard", "mps"):
-                setattr(node, f"{name}_total", getattr(node, f"{name}_total") + count)
-            elif name == "gpu" and len(parts) >= 2 and not parts[1].isdecimal() and mig_profile(parts[1]):
-                node.mig_total[parts[1].lower()] = node.mig_total.get(parts[1].lower(), 0) + count
+            if parts[0].lower() in ("shard", "mps"):
+                setattr(node, f"{parts[0].lower()}_total", getattr(node, f"{parts[0].lower()}_total") + count)
             else:
-                rest.append(raw)
-        return ",".join(rest)
+                node.mig_total[parts[1].lower()] = node.mig_total.get(parts[1].lower(), 0) + count
 
     def _gres(self, where: Where, value: str) -> Tuple[int, Optional[str]]:
         """(GPU count, type) of a Gres= value; non-GPU gres and a second GPU type are reported."""
@@ -261,6 +270,8 @@ class _Mapper:
         if value.strip().lower() in ("", "(null)", "none"):
             return 0, None
         for item in re.split(r",(?![^(]*\))", value):
+            if _sharing_item(item):
+                continue  # MIG instances, shards, MPS: _gpu_sharing
             item = re.sub(r"\(.*\)$", "", item.strip())  # (S:0-1): socket affinity of real hardware
             parts = item.split(":")
             if parts[0].lower() != "gpu":

@@ -32,8 +32,9 @@ import zipfile
 from pathlib import Path
 from typing import Dict, List, Optional
 
-from provisioner.cluster.services.fakegpus.nvidia_smi import DATA_FILE, gpu_uuid, mig_uuid
+from provisioner.cluster.services.fakegpus.nvidia_smi import DATA_FILE, gpu_uuid
 from provisioner.config.gpus import mig_instances, model_of
+from provisioner.config.mig import mig_uuid
 from provisioner.config.types import ClusterSpec, NodeSpec
 
 SHIM_SOURCE = Path(__file__).resolve().with_name("nvidia_smi.py")

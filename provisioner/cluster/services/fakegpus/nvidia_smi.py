@@ -71,13 +71,6 @@ def gpu_uuid(cluster, node, index):
     return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
 
 
-def mig_uuid(cluster, node, index, gi):
-    """MIG-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx of GPU instance ``gi`` of a node's GPU ``index``,
-    the same for the same cluster, node, GPU and instance (the form R470+ drivers print)."""
-    h = hashlib.sha256(f"simcluster-mig/{cluster}/{node}/{index}/{gi}".encode()).hexdigest()
-    return f"MIG-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:32]}"
-
-
 def bus_id(index):
     """The PCI bus id of the GPU with this index on its node (the same on every node, as on
     identical production machines)."""
