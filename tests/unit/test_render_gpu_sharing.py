@@ -78,3 +78,29 @@ def test_clusters_without_sharing_render_as_before():
         "NodeName=node1 Name=gpu Type=h100 File=/state/x/dev/nvidia1"]
     assert setting_lines(files["slurm.conf"], "GresTypes") == ["GresTypes=gpu"]
     assert " Gres=gpu:h100:2 " in setting_lines(files["slurm.conf"], "NodeName=")[0]
+
+
+def test_the_task_prolog_gives_mig_jobs_their_uuids_once(tmp_path):
+    from tests.unit.test_render_task_prolog import prolog_for, run_prolog
+    spec = spec_from({"name": "m", "fakeGpus": True, "nodes": [
+        {"name": "node1", "gpus": [0, 1], "mig": "3g.40gb:1,1g.10gb:2"}, {"name": "node2", "gpus": [2]}]})
+    fake = fakegpus_data(spec)
+    prolog = prolog_for(tmp_path, spec)  # without device cgroups: physical ids elsewhere
+    # Slurm's index 4 on node1: the first 3g.40gb (1g.10gb x4 come first), GPU 0's.
+    want = fake["node1"]["mig"]["0"][-1]
+    assert want["profile"] == "3g.40gb"
+    got = run_prolog(prolog, SLURMD_NODENAME="node1", SLURM_JOB_ID="1", SLURM_STEP_GPUS="4")
+    assert got["CUDA_VISIBLE_DEVICES"] == want["uuid"]
+    both = run_prolog(prolog, SLURMD_NODENAME="node1", SLURM_JOB_ID="1", SLURM_STEP_GPUS="0,5")
+    assert both["CUDA_VISIBLE_DEVICES"] == ",".join([fake["node1"]["mig"]["0"][0]["uuid"],
+                                                     fake["node1"]["mig"]["1"][-1]["uuid"]])
+    # A node without MIG keeps the physical id mapping.
+    assert run_prolog(prolog, SLURMD_NODENAME="node2", SLURM_JOB_ID="1", SLURM_STEP_GPUS="0")[
+        "CUDA_VISIBLE_DEVICES"] == "2"
+
+
+def fakegpus_data(spec):
+    import json
+
+    from provisioner.cluster.services.fakegpus import render_fake_gpus
+    return json.loads(render_fake_gpus(spec))["nodes"]
