@@ -37,6 +37,14 @@ gpuType: h100
 nodes:
   - {name: node1, gpus: [0], mps: 100}
 """
+# MIG alone in a cluster: gres.conf's MIG lines take MultipleFiles= (parent GPU + nvidia-caps).
+MIG_ONLY_SPEC = """\
+apiVersion: simcluster/v1
+kind: Cluster
+fakeGpus: 1
+mig: "3g.40gb:2"
+nodes: 1
+"""
 MIG_UUID = r"MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
@@ -56,15 +64,23 @@ def mps_cluster(tmp_path_factory):
         yield c
 
 
+@pytest.fixture(scope="module")
+def mig_only_cluster(tmp_path_factory):
+    spec = tmp_path_factory.mktemp("mig1only") / "mig1only.yaml"
+    spec.write_text(MIG_ONLY_SPEC)
+    with module_cluster("mig1only", "--config", str(spec)) as c:
+        yield c
+
+
 def submit(cluster, path: Path, body: str) -> str:
     out = path.with_suffix(".out")
     path.write_text(f"#!/bin/bash\n#SBATCH --output={out}\n" + textwrap.dedent(body).lstrip())
     return cluster.run(["sbatch", "--parsable", str(path)]).stdout.strip()
 
 
-def finished(cluster, path: Path, job_id: str) -> str:
+def finished(cluster, path: Path, job_id: str, timeout: float = 60) -> str:
     out = path.with_suffix(".out")
-    assert wait_job(cluster, job_id) == "COMPLETED", out.read_text() if out.exists() else job_id
+    assert wait_job(cluster, job_id, timeout) == "COMPLETED", out.read_text() if out.exists() else job_id
     return out.read_text()
 
 
@@ -100,16 +116,19 @@ def test_two_shard_jobs_share_one_gpu_at_once(cluster, tmp_path):
     for i in range(2):
         path = tmp_path / f"shard{i}.sh"
         paths.append(path)
-        # Each waits until both run: they finish only if Slurm ran them side by side.
+        # Each waits until both run: they say so only if Slurm ran them side by side. Slurm
+        # may start the second one only at its next scheduling pass (up to a minute on a
+        # loaded machine), so the wait is long; on failure the job prints the queue.
         ids.append(submit(cluster, path, f"""
-            #SBATCH --gres=shard:1 --job-name=shard{i}
+            #SBATCH --gres=shard:1 --job-name=shard{i} --mem=100M
             echo "host=$(hostname) shards=$SLURM_SHARDS_ON_NODE"
-            for _ in $(seq 60); do
-              [ "$(squeue -h -t R -n shard0,shard1 | wc -l)" = 2 ] && {{ echo both-running; break; }}
+            for _ in $(seq 300); do
+              [ "$(squeue -h -t R -n shard0,shard1 | wc -l)" = 2 ] && {{ echo both-running; exit 0; }}
               sleep 0.5
             done
+            squeue -h -o "%i %j %T %r"
         """))
-    texts = [finished(cluster, p, j) for p, j in zip(paths, ids)]
+    texts = [finished(cluster, p, j, timeout=240) for p, j in zip(paths, ids)]
     print(*texts, sep="")
     for text in texts:
         assert text.splitlines() == ["host=node2 shards=1", "both-running"], text
@@ -124,3 +143,18 @@ def test_an_mps_job_sees_its_share_of_the_gpu(mps_cluster, tmp_path):
     """))
     print(text)
     assert text.splitlines() == ["host=node1 mps=50"], text
+
+
+def test_mig_lines_with_multiple_files_schedule_too(mig_only_cluster, tmp_path):
+    gres = (mig_only_cluster.root / "etc" / "gres.conf").read_text()
+    assert gres.count("Type=3g.40gb MultipleFiles=") == 2 and "/nvidia-caps/nvidia-cap12" in gres, gres
+    script = tmp_path / "both.sh"
+    text = finished(mig_only_cluster, script, submit(mig_only_cluster, script, """
+        #SBATCH --gres=gpu:3g.40gb:2
+        echo "cvd=$CUDA_VISIBLE_DEVICES"
+        nvidia-smi -L
+    """))
+    print(text)
+    lines = text.splitlines()
+    assert re.fullmatch(f"cvd={MIG_UUID},{MIG_UUID}", lines[0]), text
+    assert sum(line.startswith("  MIG 3g.40gb ") for line in lines) == 2, text
