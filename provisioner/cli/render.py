@@ -14,8 +14,8 @@ from provisioner.errors import UsageError
 @click.command("render")
 @click.option("--out", "out_dir", required=True, metavar="DIR", help="Directory to write configs into.")
 @click.option("--name", "-n", default=None, metavar="NAME", help="Cluster name (overrides the file).")
-@spec_options(("config_path", "nodes", "gpus", "fake_gpus", "cpus", "memory", "accounting", "like_path", "gres_conf",
-               "max_nodes"))
+@spec_options(("config_path", "nodes", "gpus", "fake_gpus", "mig", "shards", "mps", "cpus", "memory", "accounting",
+               "like_path", "gres_conf", "max_nodes"))
 def command(out_dir, name, **options):
     """Render slurm.conf, gres.conf, cgroup.conf and the TaskProlog for review.
 
