@@ -5,7 +5,8 @@ provider's provisioning step (install) before any node starts:
 
 - fake-gpus.json (render_fake_gpus): every node's GPU count and model as nvidia-smi
   reports it (provisioner/config/gpus.py: the node's gpuModel, else its gpuType's model,
-  else a generic one), and the driver and CUDA versions shown;
+  else a generic one), a MIG node's instances ("mig": node_mig), and the driver and CUDA
+  versions shown;
 - bin/nvidia-smi: nvidia_smi.py, smi_output.py, gpu_faults.py and gpu_health.py in one executable file (a Python zip
   application: a `#!/usr/bin/env python3` line, then a zip of both and a __main__.py that
   calls nvidia_smi.main), so a docker node mounts one file. Jobs find it first on PATH: the

@@ -17,7 +17,9 @@ none.
 
 Forms: the table (`nvidia-smi`), -L, --query-gpu=F,... --format=csv[,noheader][,nounits],
 --query-compute-apps (no processes), -q [-d ECC], -i, -l/--loop, -f/--filename, dmon (-s, -d, -c, -o,
--f, -i), --version, -h. Anything else: one line on stderr and exit 2. docs/gpus.md has the
+-f, -i), mig -lgi, --version, -h. On a MIG node (fake-gpus.json's "mig") -L lists the MIG
+devices under their GPU, and a job's Slurm indices count MIG devices (step_mig). Anything
+else: one line on stderr and exit 2. docs/gpus.md has the
 full list.
 """
 
