@@ -22,6 +22,7 @@ from provisioner.cluster.lifecycle import create as lifecycle
 from provisioner.cluster.model.handle import Cluster
 from provisioner.cluster.model.provider import Orphans, machines_running
 from provisioner.cluster.model.state import ClusterState, all_states, locked
+from provisioner.cluster.services import metrics
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import ClusterConflict, ClusterNotFound, SimclusterError, UsageError
 from provisioner.paths import ClusterLayout, shared_home, shared_umask
@@ -165,7 +166,9 @@ def down(name: str) -> str:
                 raise ClusterNotFound(f"no cluster named '{name}'", "see 'simcluster list'")
             if orphan is not None:
                 orphan.delete_orphan(name)
-            survivors: List[int] = []
+            # A metrics exporter runs on this host whatever the backend: one whose state file
+            # is gone goes with the directory it serves.
+            survivors: List[int] = metrics.stop_exporters(str(layout.root))
         else:
             survivors = provider_named(st.backend).delete(st)
         lifecycle.remove_dir(layout)

@@ -148,7 +148,7 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
             break
     accounting = yes_no(p, "accounting", raw, "accounting")
     rest = yes_no(p, "rest", raw, "rest")
-    metrics, metrics_port = _validate_metrics(p, raw.get("metrics", False), backend)
+    metrics, metrics_port = _validate_metrics(p, raw.get("metrics", False))
 
     failure_detection = raw.get("failureDetection", "normal")
     if failure_detection not in FAILURE_DETECTION:
@@ -181,8 +181,9 @@ def validate(raw: Dict[str, Any], host_cpus: int, host_memory_mb: int,
                        metrics=metrics, metrics_port=metrics_port, health_check=health_check)
 
 
-def _validate_metrics(p: Problems, raw, backend: str) -> Tuple[bool, Optional[int]]:
-    """metrics: true | false | {port: N} -> (on, its port or None: one picked free)."""
+def _validate_metrics(p: Problems, raw) -> Tuple[bool, Optional[int]]:
+    """metrics: true | false | {port: N} -> (on, its port or None: one picked free). Every
+    backend `up` makes has it: the exporter runs on this host (docs/metrics.md)."""
     on, port = raw, None
     if isinstance(raw, dict):
         unknown_keys(p, "metrics", raw, {"port"})
@@ -192,10 +193,6 @@ def _validate_metrics(p: Problems, raw, backend: str) -> Tuple[bool, Optional[in
             port = None
     elif not isinstance(raw, bool):
         p.add("metrics", f"expected true, false or {{port: N}}, got {raw!r}")
-        return False, None
-    if on and backend != "local":
-        # The exporter runs on this host and calls the cluster's Slurm commands through it.
-        p.add("metrics", f"only the local backend has the exporter so far (backend: {backend})")
         return False, None
     return on, port
 

@@ -2,17 +2,19 @@
 
 Everything after provisioning takes a Cluster: the steps of `up`, status, export-logs,
 verify, `down`. Runners are keyed "controller" or by node name; which machine a key
-means is the provider's business.
+means is the provider's business. One key is the same on every backend: "host" (HOST),
+this host, where the daemons that serve its users from here run (the metrics exporter).
 """
 
 from __future__ import annotations
 
+import os
 from typing import Dict, List, Optional
 
-from provisioner.cluster.model.command_runner import Runner
-from provisioner.cluster.model.placement import CONTROLLER, Placement
+from provisioner.cluster.model.command_runner import HostRunner, Runner
+from provisioner.cluster.model.placement import CONTROLLER, HOST, Placement
 from provisioner.cluster.model.provider import Provider, ReadOnly
-from provisioner.cluster.model.slurm import SlurmClient
+from provisioner.cluster.model.slurm import JOB_VARIABLE_PREFIXES, SlurmClient
 from provisioner.cluster.model.state import ClusterState
 from provisioner.config.types import ClusterSpec
 
@@ -64,8 +66,14 @@ class Cluster:
         return [n.name for n in self.spec.nodes]
 
     def runner(self, key: str = CONTROLLER) -> Runner:
+        """The machine ``key`` names: the provider's, or HOST (this host, on every backend;
+        its environment free of any Slurm job's variables, as the local provider's)."""
         if key not in self._runners:
-            self._runners[key] = self.provider.runner(self.state, key)
+            if key == HOST:
+                self._runners[key] = HostRunner({k: v for k, v in os.environ.items()
+                                                 if not k.startswith(JOB_VARIABLE_PREFIXES)})
+            else:
+                self._runners[key] = self.provider.runner(self.state, key)
         return self._runners[key]
 
     def daemon_runner(self, daemon: str) -> Runner:
@@ -120,9 +128,16 @@ class Cluster:
             self.runner(rkey).kill(pids, sig)
         return [k for k in keys if alive.get(k)]
 
+    def daemon_log(self, daemon: str) -> str:
+        """A daemon's log file where the daemon runs: on the cluster's machines the
+        placement's log directory, on this host (HOST) the state directory's log/."""
+        if ClusterState.runner_key(daemon) == HOST:
+            return str(self.state.layout.log / f"{log_name(daemon)}.log")
+        return self.paths.daemon_log(log_name(daemon))
+
     def log_tail(self, daemon: str, lines: int = 20) -> str:
         """The last lines of a daemon's log file, read where the daemon runs."""
-        path = self.paths.daemon_log(log_name(daemon))
+        path = self.daemon_log(daemon)
         text = self.daemon_runner(daemon).read_text(path)
         if text is None:
             return f"--- {path}: not there ---"

@@ -19,11 +19,15 @@ from provisioner.nodepaths import NodePaths
 from provisioner.render import RenderInputs
 
 CONTROLLER = "controller"  # the runner key of the controller; nodes are keyed by their names
+# The runner key of this host, where simcluster runs, whatever the backend: daemons that
+# serve this host's users from here (the metrics exporter, HOST_DAEMONS in state.py) run
+# there, not on one of the cluster's machines.
+HOST = "host"
 # Stands for the node's name in Placement.slurmd_prefix (a node's network namespace and
 # cgroups are its own): daemons.slurmd_argv puts the name in.
 NODE_TOKEN = "@NODE@"
 
-__all__ = ["CONTROLLER", "NODE_TOKEN", "NodePaths", "Placement"]
+__all__ = ["CONTROLLER", "HOST", "NODE_TOKEN", "NodePaths", "Placement"]
 
 
 @dataclass(frozen=True)

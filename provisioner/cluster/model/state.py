@@ -26,6 +26,9 @@ from provisioner.paths import ClusterLayout, simcluster_home, state_dir_mode
 
 # 1: no placement stored (it was computed by every command); 2: the placement is stored.
 STATE_VERSION = 2
+# Daemons that run on this host whatever the backend (runner key "host"): the metrics
+# exporter serves this host's loopback and reaches Slurm through the cluster's own client.
+HOST_DAEMONS = ("metrics",)
 
 
 @dataclass
@@ -74,7 +77,10 @@ class ClusterState:
 
     @staticmethod
     def runner_key(daemon: str) -> str:
-        """The runner a daemon key lives on: "slurmd:node1" -> "node1", "slurmctld" -> controller."""
+        """The runner a daemon key lives on: "slurmd:node1" -> "node1", "slurmctld" -> controller,
+        "metrics" -> host (HOST_DAEMONS: this host on every backend)."""
+        if daemon in HOST_DAEMONS:
+            return "host"
         return daemon.partition(":")[2] or "controller"
 
     def save(self) -> None:

@@ -13,6 +13,10 @@ on a production node; a shared directory at /shared in every container holds job
 Nodes with fake GPUs get simcluster's nvidia-smi mounted at /usr/local/bin/nvidia-smi
 (cluster/services/fakegpus).
 
+With `metrics`, the Prometheus exporter is the one process of the cluster on this host
+(cluster/services/metrics): its Slurm calls are execs in the controller container, as
+`simcluster exec`'s; `delete` stops it by its command line, state or no state.
+
 Containers and the network are labelled (io.simcluster.cluster=<name>, role, node,
 state-dir), so clusters made by an older simcluster (no state file) are still found and
 removed (orphans).
@@ -43,8 +47,8 @@ from provisioner.cluster.lifecycle.steps import Boot
 from provisioner.cluster.model.placement import CONTROLLER, Placement
 from provisioner.cluster.model.provider import (BootsDaemons, ExtraLogs, Machines, NodeProcesses, Orphans, Pausable,
                                                 Provider, Scalable, Stoppable)
-from provisioner.cluster.model.state import ClusterState
-from provisioner.cluster.services import fakegpus
+from provisioner.cluster.model.state import ClusterState, port_lock, reserved_ports
+from provisioner.cluster.services import fakegpus, metrics
 from provisioner.config.types import ClusterSpec
 from provisioner.errors import UsageError
 from provisioner.paths import ClusterLayout
@@ -61,6 +65,7 @@ from provisioner.providers.docker.node_features import (CONTAINERS_OK, MOUNT_PRO
                                                         cgroups_described, cgroups_note, choose_image,
                                                         containers_note, slurm_flag, uses_cgroups)
 from provisioner.providers.local import cgroups_v2
+from provisioner.providers.local.ports import allocate_ports, check_ports_free
 from provisioner.render import AccountingInputs, RenderInputs
 
 
@@ -96,6 +101,14 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
         state.node_ports = {n.name: SLURMD_PORT for n in spec.nodes}
         if spec.accounting:
             state.mariadb_port, state.slurmdbd_port = STORAGE_PORT, DBD_PORT
+        if spec.metrics:
+            # The exporter runs on this host (cluster/services/metrics): its port is one of
+            # this host's, free and held by no other cluster's state, like the local ones.
+            with port_lock():
+                if spec.metrics_port:
+                    check_ports_free([spec.metrics_port])
+                state.metrics_port = spec.metrics_port or allocate_ports(1, reserved_ports(exclude=spec.name))[0]
+                state.save()  # inside the lock: the next cluster's `up` sees the port taken
         state.provider_data = {"image": tag, "network": network_name(spec.name),
                                "containers": {k: container_name(spec.name, None if k == CONTROLLER else k)
                                               for k in keys}}
@@ -400,12 +413,15 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
 
     # -- removal --------------------------------------------------------------------------------
     def delete(self, state: ClusterState) -> List[int]:
+        # The metrics exporter is the one process on this host (cluster/services/metrics):
+        # found by its command line, so that one the state lost the pid of goes too.
+        survivors = metrics.stop_exporters(state.root)
         # The images its jobs unpacked belong to the containers' root (images.py, the plugin):
         # removed from inside, so a host user who is not root can remove the rest.
         if (state.layout.root / "shared" / CONTAINERS_DIR).exists():
             self.runner(state, CONTROLLER).run(["rm", "-rf", f"{SHARED_MOUNT}/{CONTAINERS_DIR}"], timeout=120)
         self._remove(state.name)
-        return []  # every process died with its container
+        return survivors  # every other process died with its container
 
     def _remove(self, name: str) -> None:
         """Remove every container and network labelled with cluster ``name`` (in parallel)."""
@@ -445,6 +461,8 @@ class DockerProvider(Provider, Machines, Stoppable, NodeProcesses, Pausable, Orp
 
     def delete_orphan(self, name: str) -> None:
         roots = {c.labels.get(LABEL_STATE) for c in engine.containers_of(name)}
+        for root in filter(None, roots):
+            metrics.stop_exporters(root)
         self._remove(name)
         for root in filter(None, roots):  # the old layout's configs and shared directory
                 shutil.rmtree(root, ignore_errors=True)

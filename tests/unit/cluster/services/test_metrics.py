@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,6 +15,9 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import CollectorRegistry
 
+from provisioner.cluster.model.placement import CONTROLLER, HOST
+from provisioner.cluster.model.state import ClusterState
+from provisioner.cluster.services import metrics
 from provisioner.cluster.services.fakegpus.nvidia_smi import gpu_uuid
 from provisioner.cluster.services.metrics import gpus as gpu_model
 from provisioner.cluster.services.metrics import parse
@@ -265,7 +270,32 @@ def test_metrics_spec_errors(value, message):
     assert message in str(exc.value)
 
 
-def test_metrics_is_local_only():
-    with pytest.raises(ConfigError) as exc:
-        load_spec(None, {"name": "m", "backend": "docker", "metrics": True})
-    assert "only the local backend" in str(exc.value)
+def test_metrics_on_docker_clusters():
+    # The exporter runs on this host for both backends `up` makes (docs/metrics.md).
+    spec = load_spec(None, {"name": "m", "backend": "docker", "metrics": {"port": 19401}})
+    assert spec.backend == "docker" and spec.metrics and spec.metrics_port == 19401
+    assert load_spec(None, {"name": "m", "backend": "docker", "metrics": True}).metrics
+
+
+def test_the_exporter_runs_on_this_host_on_every_backend():
+    assert ClusterState.runner_key(metrics.DAEMON) == HOST
+    assert ClusterState.runner_key("slurmctld") == CONTROLLER
+    assert ClusterState.runner_key("slurmd:node1") == "node1"
+
+
+def test_exporter_pids_by_command_line(tmp_path):
+    # What `down` finds where the state file lost the pid: only the exporter of that very
+    # state directory (not one of a directory whose name merely starts the same).
+    argv = [sys.executable, "-c", "import time; time.sleep(60)", "-m", metrics.EXPORTER_MODULE, "--state-dir"]
+    ours = subprocess.Popen([*argv, str(tmp_path / "c1")])
+    other = subprocess.Popen([*argv, str(tmp_path / "c10")])
+    try:
+        assert metrics.exporter_pids(str(tmp_path / "c1")) == [ours.pid]
+        assert metrics.stop_exporters(str(tmp_path / "c1")) == []
+        assert ours.wait(timeout=30) != 0
+        assert other.poll() is None
+        assert metrics.exporter_pids(str(tmp_path / "c2")) == []
+    finally:
+        for proc in (ours, other):
+            proc.kill()
+            proc.wait()
