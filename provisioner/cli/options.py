@@ -40,7 +40,7 @@ _SPEC_FLAGS = (
                                help="Add slurmrestd with JWT auth: Slurm's REST API, tokens from 'simcluster "
                                     "token' (docs/rest.md).")),
     (("--metrics",), "metrics", dict(is_flag=True, default=None,
-                                     help="Add a Prometheus exporter (local backend): Slurm's nodes, partitions, "
+                                     help="Add a Prometheus exporter (local and docker backends): Slurm's nodes, partitions, "
                                           "jobs, sdiag and the fake GPUs as DCGM series, on 127.0.0.1; its URL "
                                           "in 'simcluster env' (docs/metrics.md).")),
     (("--users",), "users", dict(metavar="USER,...",

@@ -4,9 +4,10 @@ The process itself is `python -m provisioner.cli.metrics_exporter --state-dir DI
 --port P` (one per cluster made with `metrics`; metrics/__init__.py starts it), which reads
 the cluster from its state directory once, then serves /metrics with prometheus_client's
 HTTP server; every Slurm call goes through the cluster's own client
-(cluster.client: this host's Slurm commands with the cluster's SLURM_CONF, on the cluster's
-network where the nodes have one of their own), so it reaches slurmctld wherever `simcluster
-exec sinfo` does. SIGTERM or SIGINT stops it.
+(cluster.client: local clusters, this host's Slurm commands with the cluster's SLURM_CONF,
+on the cluster's network where the nodes have one of their own; docker clusters, an exec in
+the controller container), so it reaches slurmctld wherever `simcluster exec sinfo` does.
+SIGTERM or SIGINT stops it.
 """
 
 from __future__ import annotations
