@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import platform
+import posixpath
 import shutil
 from pathlib import Path
 from typing import List, Sequence, Tuple
@@ -77,7 +78,8 @@ def export_logs(cluster: Cluster, out_dir: Path) -> List[Path]:
         written += copy_files(cluster.placement.config_dir, out_dir / "config")
     alive = cluster.liveness()
     for key, source, name in _daemon_logs(cluster, list(alive)):
-        data = cluster.daemon_runner(key).read_file(f"{cluster.paths.log}/{source}")
+        # The log directory of the daemon's machine (this host's for the metrics exporter).
+        data = cluster.daemon_runner(key).read_file(f"{posixpath.dirname(cluster.daemon_log(key))}/{source}")
         if data is not None:
             put(f"logs/{name}", data)
     state = json.loads(json.dumps(cluster.state.__dict__, default=str))
