@@ -15,31 +15,14 @@ import signal
 import urllib.request
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from provisioner.cluster.services.metrics import exporter_pids
 from tests.conftest import run_cli, wait_for
 from tests.docker.conftest import LABEL, docker_ids
+from tests.integration.test_metrics import metrics_url_of, scrape
 
 pytestmark = pytest.mark.integration
 SPEC = ("--nodes", "2", "--fake-gpus", "2", "--metrics")
-
-
-def metrics_url(home, name) -> str:
-    lines = run_cli(["env", "--name", name], home, check=True).stdout.splitlines()
-    env = dict(line[len("export "):].split("=", 1) for line in lines if line.startswith("export "))
-    return env["SIMCLUSTER_METRICS_URL"]
-
-
-def scrape(url: str) -> dict:
-    """{series name: [(labels, value)]} of one scrape, through prometheus_client's parser."""
-    with urllib.request.urlopen(url, timeout=60) as resp:
-        text = resp.read().decode()
-    out: dict = {}
-    for fam in text_string_to_metric_families(text):
-        for s in fam.samples:
-            out.setdefault(s.name, []).append((s.labels, s.value))
-    return out
 
 
 def exporter_gone(pid: int) -> bool:
@@ -53,7 +36,7 @@ def exporter_gone(pid: int) -> bool:
 def test_docker_cluster_exporter(docker_cluster, sim_home):
     name = docker_cluster(*SPEC)
     root = sim_home / name
-    url = metrics_url(sim_home, name)
+    url = metrics_url_of(sim_home, name)
     assert url.startswith("http://127.0.0.1:") and url.endswith("/metrics"), url
     st = json.loads(run_cli(["status", "--name", name, "--json"], sim_home, check=True).stdout)
     assert st["metrics"]["alive"] and st["metrics"]["url"] == url
@@ -81,7 +64,7 @@ def test_docker_cluster_exporter(docker_cluster, sim_home):
     with pytest.raises(OSError):
         urllib.request.urlopen(url, timeout=5)
     run_cli(["start", "--name", name], sim_home, check=True, timeout=300)
-    assert metrics_url(sim_home, name) == url
+    assert metrics_url_of(sim_home, name) == url
     wait_for("a scrape with both nodes", lambda: len(scrape(url).get("slurm_node_state", [])) == 2, timeout=60)
 
     # A dead exporter: status says so, `up` on the cluster restarts it.
@@ -109,7 +92,7 @@ def test_down_without_a_state_file_stops_the_exporter(docker_cluster, sim_home):
     # this host, goes with them.
     name = docker_cluster("--nodes", "2", "--metrics")
     root = sim_home / name
-    url = metrics_url(sim_home, name)
+    url = metrics_url_of(sim_home, name)
     assert scrape(url)["slurm_node_state"]
     pids = exporter_pids(str(root))
     assert len(pids) == 1

@@ -48,27 +48,28 @@ nodes: 1
 MIG_UUID = r"MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
 
+def _spec_cluster(tmp_path_factory, name: str, spec_text: str):
+    """A module cluster made from ``spec_text`` (a spec file of its own), named ``name``."""
+    spec = tmp_path_factory.mktemp(name) / f"{name}.yaml"
+    spec.write_text(spec_text)
+    return module_cluster(name, "--config", str(spec))
+
+
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    spec = tmp_path_factory.mktemp("mig1") / "mig1.yaml"
-    spec.write_text(SPEC)
-    with module_cluster("mig1", "--config", str(spec)) as c:
+    with _spec_cluster(tmp_path_factory, "mig1", SPEC) as c:
         yield c
 
 
 @pytest.fixture(scope="module")
 def mps_cluster(tmp_path_factory):
-    spec = tmp_path_factory.mktemp("mig1mps") / "mig1mps.yaml"
-    spec.write_text(MPS_SPEC)
-    with module_cluster("mig1mps", "--config", str(spec)) as c:
+    with _spec_cluster(tmp_path_factory, "mig1mps", MPS_SPEC) as c:
         yield c
 
 
 @pytest.fixture(scope="module")
 def mig_only_cluster(tmp_path_factory):
-    spec = tmp_path_factory.mktemp("mig1only") / "mig1only.yaml"
-    spec.write_text(MIG_ONLY_SPEC)
-    with module_cluster("mig1only", "--config", str(spec)) as c:
+    with _spec_cluster(tmp_path_factory, "mig1only", MIG_ONLY_SPEC) as c:
         yield c
 
 

@@ -37,7 +37,12 @@ def cli(cluster, *args, check=True):
 
 
 def metrics_url(cluster) -> str:
-    lines = cli(cluster, "env").stdout.splitlines()
+    return metrics_url_of(cluster.home, NAME)
+
+
+def metrics_url_of(home, name: str) -> str:
+    """SIMCLUSTER_METRICS_URL as `simcluster env --name NAME` exports it."""
+    lines = run_cli(["env", "--name", name], home, check=True).stdout.splitlines()
     env = dict(line[len("export "):].split("=", 1) for line in lines if line.startswith("export "))
     return env["SIMCLUSTER_METRICS_URL"]
 
