@@ -93,7 +93,11 @@ def test_verify_suite_faults_on_a_docker_cluster(dc):
     (the default image has none: then SKIP with the install hint, never a FAIL)."""
     proc = dc.cli("verify", "--suite", "faults", "--json", check=False, timeout=900)
     faults = {c["name"]: c for c in json.loads(proc.stdout)["checks"] if c["suite"] == "faults"}
-    assert set(faults) == {"faults.requeue-resume", "faults.controller-restart", "faults.accounting-outage"}
+    assert set(faults) == {"faults.requeue-resume", "faults.controller-restart", "faults.accounting-outage",
+                           "faults.gpu-faults"}
+    # This cluster has no fake GPUs: the GPU fault check says so (tests/integration/test_gpu_faults.py runs it).
+    gpu = faults.pop("faults.gpu-faults")
+    assert gpu["status"] == "SKIP" and "no fake GPUs" in gpu["message"], gpu
     ddp = faults.pop("faults.requeue-resume")
     assert ddp["status"] == "PASS" or (ddp["status"] == "SKIP" and "torch is not installed" in ddp["message"]), ddp
     bad = {n: (c["status"], c["message"], c["tail"][-800:]) for n, c in faults.items() if c["status"] != "PASS"}

@@ -188,7 +188,11 @@ def test_verify_suite_faults_passes_on_a_fast_failure_cluster(fc):
     survive a slurmctld restart and an accounting outage (this cluster has --accounting)."""
     proc = run_cli(["verify", "--name", fc.name, "--suite", "faults", "--json"], fc.home, timeout=900)
     faults = {c["name"]: c for c in json.loads(proc.stdout)["checks"] if c["suite"] == "faults"}
-    assert set(faults) == {"faults.requeue-resume", "faults.controller-restart", "faults.accounting-outage"}
+    assert set(faults) == {"faults.requeue-resume", "faults.controller-restart", "faults.accounting-outage",
+                           "faults.gpu-faults"}
+    # This cluster has no fake GPUs: the GPU fault check says so (tests/integration/test_gpu_faults.py runs it).
+    gpu = faults.pop("faults.gpu-faults")
+    assert gpu["status"] == "SKIP" and "no fake GPUs" in gpu["message"], gpu
     bad = {n: (c["status"], c["message"], c["tail"][-800:]) for n, c in faults.items() if c["status"] != "PASS"}
     assert not bad and proc.returncode == 0, bad
     result = faults["faults.requeue-resume"]["data"]

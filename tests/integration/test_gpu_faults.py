@@ -111,3 +111,17 @@ def test_lost_gpu_and_an_admins_drain_stays_after_heal(gc):
     gc.run(["scontrol", "update", "nodename=node2", "state=resume"])
     bad = run_cli(["fault", "gpu", "node1", "--gpu", "7", "--xid", "79", "--name", gc.name], gc.home)
     assert bad.returncode == 2 and len(bad.stderr.strip().splitlines()) == 1, bad.stderr
+
+
+def test_verify_faults_suite_runs_the_gpu_fault_check(gc):
+    """verify's faults.gpu-faults on this cluster (fake GPUs, a health check): it injects Xid
+    79, sees the drain with the Xid in the reason, heals, and sees the node idle again. (The
+    suite's other checks need `up --fast-failure`: on this cluster they SKIP.)"""
+    wait_for("both nodes idle", lambda: (node(gc, "node1")[0], node(gc, "node2")[0]) == ("idle", "idle"))
+    proc = run_cli(["verify", "--name", gc.name, "--suite", "faults", "--json"], gc.home, timeout=600)
+    checks = {c["name"]: c for c in json.loads(proc.stdout)["checks"]}
+    gpu = checks["faults.gpu-faults"]
+    assert gpu["status"] == "PASS" and "79" in gpu["message"], \
+        (gpu["status"], gpu["message"], checks.get("basic.nodes", {}).get("message"))
+    assert not [n for n, c in checks.items() if c["status"] == "FAIL"], checks
+    assert node(gc, "node1")[0] == "idle" and json.loads((gc.root / "etc" / "gpu-faults.json").read_text()) == {}
