@@ -116,3 +116,15 @@ def parse_gres(conf: ConfFile, node_names: Sequence[str]) -> GresConf:
         for n in targets:
             out.entries.setdefault(n, []).append(entry)
     return out
+
+
+def sharing_item(raw: str) -> Optional[List[str]]:
+    """A Gres= item's fields if it is GPU sharing (shard:N, mps:N, a MIG-typed gpu:3g.40gb:N),
+    else None."""
+    item = re.sub(r"\(.*\)$", "", raw.strip())
+    parts = [p for p in item.split(":") if p.lower() != "no_consume"]
+    name = parts[0].lower()
+    if name in ("shard", "mps") or (name == "gpu" and len(parts) >= 2 and not parts[1].isdecimal()
+                                    and profile_of(parts[1])):
+        return parts
+    return None

@@ -13,55 +13,18 @@ import re
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from provisioner.config import hostlist
-from provisioner.config.mig import profile_of as mig_profile
 from provisioner.config.problems import TOKEN_RE
 from provisioner.config.validate import NODE_OPTIONS, NODE_RE, PARTITION_RE
 from provisioner.like import keys
+from provisioner.like.gres import sharing_item
 from provisioner.like.production import Node, Parsed, Partition
-from provisioner.like.reader import ConfFile, ConfLine, LikeError, Where
+from provisioner.like.reader import (ConfFile, ConfLine, LikeError, Where, int_value, line_name, one_value,
+                                     time_value)
 from provisioner.like.report import Report
 
 
 NODE_NAME_RULE = ("simcluster node names are lowercase letters, digits and '-', starting with a letter, "
                   "at most 40: they become host names, directory names and gres device names here")
-_SLURM_WORDS = ("INFINITE", "UNLIMITED")
-
-
-def _line_name(line: ConfLine, key: str, what: str, fix: str) -> str:
-    """The name a NodeName/PartitionName line gives; LikeError where it gives none. ("NodeName=
-    CPUs=8": Slurm takes the word after the blanks as the value, a node named "CPUs=8".)"""
-    head = line.head.strip()
-    if not head or re.match(r"[A-Za-z0-9_.]+=", head):
-        raise LikeError(f"{line.where}: {key} line has no name"
-                        + (f" (Slurm would name the {what} '{head}')" if head else ""), fix)
-    return head
-
-
-def _int(where: Where, key: str, value: str) -> int:
-    if not value.strip().isdecimal():
-        raise LikeError(f"{where}: {key}={value} is not a whole number")
-    return int(value)
-
-
-def _one_value(value: str) -> str:
-    """A value as one token: spaces after commas (quoted lists) go."""
-    return re.sub(r"\s*,\s*", ",", value.strip())
-
-
-def _time(value: str) -> str:
-    return value.upper() if value.upper() in _SLURM_WORDS else value
-
-
-def _sharing_item(raw: str) -> Optional[List[str]]:
-    """A Gres= item's fields if it is GPU sharing (shard:N, mps:N, a MIG-typed gpu:3g.40gb:N),
-    else None."""
-    item = re.sub(r"\(.*\)$", "", raw.strip())
-    parts = [p for p in item.split(":") if p.lower() != "no_consume"]
-    name = parts[0].lower()
-    if name in ("shard", "mps") or (name == "gpu" and len(parts) >= 2 and not parts[1].isdecimal()
-                                    and mig_profile(parts[1])):
-        return parts
-    return None
 
 
 class _Mapper:
@@ -148,7 +111,7 @@ class _Mapper:
 
     # ------------------------------------------------------------------ nodes
     def _node_line(self, line: ConfLine) -> None:
-        head = _line_name(line, "NodeName", "node", "write NodeName=node[1-4] ...")
+        head = line_name(line, "NodeName", "node", "write NodeName=node[1-4] ...")
         values = self._node_options(line)
         state = next((v for k, v in line.pairs[1:] if k.lower() == "state"), None)
         if head.upper() == "DEFAULT":
@@ -213,7 +176,8 @@ class _Mapper:
 
     def _node_shape(self, where: Where, values: Dict[str, str], count: int) -> Node:
         node = Node(name="", where=where)
-        topo = {k: _int(where, k, values[k]) for k in NODE_OPTIONS if k in values and k not in ("Weight", "TmpDisk")}
+        topo = {k: int_value(where, k, values[k])
+                for k in NODE_OPTIONS if k in values and k not in ("Weight", "TmpDisk")}
         # Slurm's _parse_nodename: with both Sockets and SocketsPerBoard, SocketsPerBoard counts.
         if "SocketsPerBoard" in topo:
             sockets = topo.get("Boards", 1) * topo["SocketsPerBoard"]
@@ -221,7 +185,7 @@ class _Mapper:
             sockets = topo.get("Sockets")
         cores, threads = topo.get("CoresPerSocket", 1), topo.get("ThreadsPerCore", 1)
         if "CPUs" in values:
-            node.cpus = _int(where, "CPUs", values["CPUs"])
+            node.cpus = int_value(where, "CPUs", values["CPUs"])
             if sockets is not None and node.cpus not in (sockets, sockets * cores, sockets * cores * threads):
                 # slurmctld resets CPUs that match no Sockets[*CoresPerSocket[*ThreadsPerCore]].
                 self.report.note(f"{where}: CPUs={node.cpus} matches no Sockets*CoresPerSocket*ThreadsPerCore: "
@@ -231,10 +195,10 @@ class _Mapper:
             # Slurm's own rule: CPUs = sockets (Sockets, or Boards x SocketsPerBoard) x cores x threads.
             node.cpus = (sockets if sockets is not None else topo.get("Boards", 1)) * cores * threads
         if "RealMemory" in values:
-            node.memory = _int(where, "RealMemory", values["RealMemory"])
+            node.memory = int_value(where, "RealMemory", values["RealMemory"])
         for k in NODE_OPTIONS:
             if k in values:
-                node.options[k] = _one_value(values[k])
+                node.options[k] = one_value(values[k])
         if "Features" in values:
             feats = []
             for f in (x.strip() for x in values["Features"].split(",")):
@@ -255,7 +219,7 @@ class _Mapper:
         """Take a Gres= value's MIG-typed GPUs (gpu:3g.40gb:2) and shard/mps counts onto the
         node (production.settle_sharing makes them spec keys); _gres skips them."""
         for raw in re.split(r",(?![^(]*\))", value):
-            parts = _sharing_item(raw)
+            parts = sharing_item(raw)
             if not parts:
                 continue
             count = int(parts[-1]) if len(parts) > 1 and parts[-1].isdecimal() else 1
@@ -270,7 +234,7 @@ class _Mapper:
         if value.strip().lower() in ("", "(null)", "none"):
             return 0, None
         for item in re.split(r",(?![^(]*\))", value):
-            if _sharing_item(item):
+            if sharing_item(item):
                 continue  # MIG instances, shards, MPS: _gpu_sharing
             item = re.sub(r"\(.*\)$", "", item.strip())  # (S:0-1): socket affinity of real hardware
             parts = item.split(":")
@@ -323,7 +287,7 @@ class _Mapper:
 
     # ------------------------------------------------------------ partitions
     def _partition_line(self, line: ConfLine) -> None:
-        head = _line_name(line, "PartitionName", "partition", "write PartitionName=gpu Nodes=...")
+        head = line_name(line, "PartitionName", "partition", "write PartitionName=gpu Nodes=...")
         values = self._options(line, keys.PARTITION_KEEP, keys.PARTITION_ALIASES, keys.PARTITION_DROP,
                                "PartitionName")
         if head.upper() == "DEFAULT":
@@ -343,11 +307,11 @@ class _Mapper:
         if default not in ("YES", "NO"):
             raise LikeError(f"{line.where}: Default={merged['Default']}: expected YES or NO")
         part.default = default == "YES"
-        part.max_time = _time(merged.get("MaxTime", "INFINITE"))
+        part.max_time = time_value(merged.get("MaxTime", "INFINITE"))
         for k, v in merged.items():
             if k in ("Nodes", "Default", "MaxTime"):
                 continue
-            v = _one_value(v)
+            v = one_value(v)
             if k == "State" and v.upper() == "UP":
                 continue  # every partition is UP unless it says otherwise
             if any(c.isspace() for c in v) or not v:
@@ -355,7 +319,7 @@ class _Mapper:
                 continue
             if k in ("AllowAccounts", "AllowQos") and v.upper() == "ALL":
                 continue  # Slurm's default: every account, every QoS
-            part.options[k] = _time(v) if k in ("DefaultTime", "GraceTime") else v
+            part.options[k] = time_value(v) if k in ("DefaultTime", "GraceTime") else v
         for k, v in values.items():
             self.report.keep(line.where, k, v)
         self.report.keep(line.where, "PartitionName", head)
@@ -452,14 +416,14 @@ class _Mapper:
             return
         if low == "grestypes":
             # shard and mps: the nodes' Gres= (mig/shards/mps keys); simcluster writes GresTypes.
-            others = [t for t in _one_value(value).split(",") if t and t.lower() not in ("gpu", "shard", "mps")]
+            others = [t for t in one_value(value).split(",") if t and t.lower() not in ("gpu", "shard", "mps")]
             self.report.keep(where, "GresTypes", "gpu", "as simcluster's (shard, mps where nodes have them)")
             if others:
                 self.report.drop(where, "GresTypes", ",".join(others), "a mirror has GPUs only: other gres are "
                                                                       "left out")
             return
         if keys.canonical(key, keys.GLOBAL_HEALTH):
-            self.health_lines.append((where, keys.canonical(key, keys.GLOBAL_HEALTH), _one_value(value)))
+            self.health_lines.append((where, keys.canonical(key, keys.GLOBAL_HEALTH), one_value(value)))
             return
         if keys.canonical(key, keys.GLOBAL_ACCOUNTING):
             self.accounting_lines.append((where, keys.canonical(key, keys.GLOBAL_ACCOUNTING), value))
@@ -472,7 +436,7 @@ class _Mapper:
         if canon is None:
             self.report.drop(where, key, value, "unknown key, kept out")
             return
-        value = _one_value(value)
+        value = one_value(value)
         plugins = keys.PLUGINS.get(canon)
         if plugins and value.lower() not in plugins:
             self.report.drop(where, canon, value, f"not a plugin of this Slurm (it has {', '.join(plugins)})")
@@ -498,7 +462,7 @@ class _Mapper:
         if not self.parsed.accounting:
             self.report.drop(where, key, value, keys.R_ACCOUNTING)
             return
-        value = _one_value(value)
+        value = one_value(value)
         if key == "AccountingStorageTRES":
             items = [t for t in value.split(",") if t]
             gone = [t for t in items if t.lower().startswith("gres/") and not t.lower().startswith("gres/gpu")]

@@ -253,3 +253,32 @@ def _read_into(conf: ConfFile, path: Path, shown: str, stack: List[str]) -> None
                 _read_into(conf, target, display_path(target), stack + [real])
             continue
         conf.lines.append(ConfLine(where=where, pairs=split_pairs(text, where), text=text.strip()))
+
+
+# Values of slurm.conf lines, as the mapping reads them.
+SLURM_WORDS = ("INFINITE", "UNLIMITED")
+
+
+def line_name(line: ConfLine, key: str, what: str, fix: str) -> str:
+    """The name a NodeName/PartitionName line gives; LikeError where it gives none. ("NodeName=
+    CPUs=8": Slurm takes the word after the blanks as the value, a node named "CPUs=8".)"""
+    head = line.head.strip()
+    if not head or re.match(r"[A-Za-z0-9_.]+=", head):
+        raise LikeError(f"{line.where}: {key} line has no name"
+                        + (f" (Slurm would name the {what} '{head}')" if head else ""), fix)
+    return head
+
+
+def int_value(where: Where, key: str, value: str) -> int:
+    if not value.strip().isdecimal():
+        raise LikeError(f"{where}: {key}={value} is not a whole number")
+    return int(value)
+
+
+def one_value(value: str) -> str:
+    """A value as one token: spaces after commas (quoted lists) go."""
+    return re.sub(r"\s*,\s*", ",", value.strip())
+
+
+def time_value(value: str) -> str:
+    return value.upper() if value.upper() in SLURM_WORDS else value
