@@ -11,19 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from provisioner.cluster.services import fakegpus
 from provisioner.cluster.services.fakegpus import gpu_faults, gpu_health
-from tests.unit.conftest import spec_from
-
-
-@pytest.fixture
-def config_dir(tmp_path) -> Path:
-    spec = spec_from({"name": "prod", "fakeGpus": True, "nodes": [
-        {"name": "node1", "gpus": [0, 1], "gpuType": "h100"}, {"name": "node2", "gpus": [2, 3]}]})
-    etc = tmp_path / "etc"
-    etc.mkdir()
-    fakegpus.install(spec, etc)
-    return etc
 
 
 def set_fault(config_dir: Path, node: str, gpu: int, xid=None, ecc=0, lost=False) -> None:

@@ -9,9 +9,8 @@ import re
 
 import pytest
 
-from provisioner.cluster.services import fakegpus
 from tests.unit.cluster.services.fakegpus.test_nvidia_smi import in_job, smi
-from tests.unit.conftest import spec_from
+from tests.unit.cluster.services.fakegpus.conftest import installed
 
 MIG_RE = r"MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 
@@ -19,12 +18,8 @@ MIG_RE = r"MIG-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 @pytest.fixture
 def config_dir(tmp_path):
     """node1: two H100s cut into 3g.40gb + 2g.20gb + 2x 1g.10gb; node2: one plain GPU."""
-    spec = spec_from({"name": "prod", "fakeGpus": True, "gpuType": "h100", "nodes": [
+    return installed(tmp_path, {"name": "prod", "fakeGpus": True, "gpuType": "h100", "nodes": [
         {"name": "node1", "gpus": [0, 1], "mig": "3g.40gb:1,2g.20gb:1,1g.10gb:2"}, {"name": "node2", "gpus": [2]}]})
-    etc = tmp_path / "etc"
-    etc.mkdir()
-    fakegpus.install(spec, etc)
-    return etc
 
 
 def test_fake_gpus_json_holds_each_gpus_mig_devices(config_dir):

@@ -17,20 +17,8 @@ import pytest
 
 from provisioner.cluster.services import fakegpus
 from provisioner.cluster.services.fakegpus import nvidia_smi
-from tests.unit.conftest import spec_from
 
 UUID_RE = r"GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-
-
-@pytest.fixture
-def config_dir(tmp_path) -> Path:
-    """A fake-GPU cluster's config directory: node1 with 2 H100s, node2 with 2 untyped GPUs."""
-    spec = spec_from({"name": "prod", "fakeGpus": True, "nodes": [
-        {"name": "node1", "gpus": [0, 1], "gpuType": "h100"}, {"name": "node2", "gpus": [2, 3]}]})
-    etc = tmp_path / "etc"
-    etc.mkdir()
-    fakegpus.install(spec, etc)
-    return etc
 
 
 def smi(config_dir: Path, *args: str, path: str = "", **env: str) -> subprocess.CompletedProcess:
