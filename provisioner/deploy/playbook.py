@@ -56,7 +56,7 @@ class FileDiff:
     hosts: List[str] = field(default_factory=list)
 
     def render(self) -> str:
-        return f"--- {self.path} on {', '.join(self.hosts)}\n{self.text.rstrip()}\n"
+        return f"--- {self.path} on {', '.join(sorted(self.hosts))}\n{self.text.rstrip()}\n"
 
 
 def _diff_text(diff: Dict) -> Optional[Tuple[str, str]]:
@@ -64,11 +64,12 @@ def _diff_text(diff: Dict) -> Optional[Tuple[str, str]]:
     if not isinstance(diff, dict):
         return None
     if isinstance(diff.get("prepared"), str) and diff["prepared"].strip():  # made by the module (apt: packages)
-        return str(diff.get("after_header") or diff.get("before_header") or "(prepared)"), diff["prepared"]
+        return str(diff.get("before_header") or diff.get("after_header") or "(prepared)"), diff["prepared"]
     before, after = diff.get("before"), diff.get("after")
     if not isinstance(before, str) or not isinstance(after, str) or before == after:
         return None  # no text to show (a directory's mode, a binary file): the task line says it changed
-    path = str(diff.get("after_header") or diff.get("before_header") or "?")
+    # before_header is the file on the host; after_header the template's temporary copy, here.
+    path = str(diff.get("before_header") or diff.get("after_header") or "?")
     lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
                                  fromfile="before", tofile="after", n=1)
     text = "".join(line if line.endswith("\n") else line + "\n" for line in list(lines)[2:])

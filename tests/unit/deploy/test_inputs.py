@@ -167,9 +167,10 @@ def test_check_mode_diffs_are_kept_per_file_with_the_hosts_they_apply_to():
     before, after = "ClusterName=c\nPartitionName=main Nodes=ALL\n", "ClusterName=c\nPartitionName=main Nodes=ALL\n" \
         "PartitionName=debug Nodes=n2\n"
     conf = {"before": before, "after": after, "before_header": "/etc/slurm/slurm.conf",
-            "after_header": "/etc/slurm/slurm.conf"}
+            "after_header": "/root/.ansible/tmp/ansible-local-1/tmpab/slurm.conf.j2"}  # as template says it
     ev("playbook_on_task_start", role="slurm_common", task="Render slurm.conf, gres.conf and cgroup.conf")
     for host in ("n1", "n2"):  # a loop: the items' diffs, only where an item changed
+        conf = dict(conf, after_header=conf["after_header"].replace("tmpab", "tmp" + host))  # one per host
         ev("runner_on_ok", host=host, res={"changed": True, "results": [
             {"changed": True, "diff": [conf]},
             {"changed": False, "diff": [{"before": "x", "after": "y", "after_header": "/etc/slurm/gres.conf"}]}]})
