@@ -204,6 +204,9 @@ def run_playbook(inventory: Path, extravars: Dict, private_dir: Path, progress: 
     # ansible-runner looks ansible-playbook up on this process's PATH.
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = envvars["PATH"]
+    # ansible-runner keeps a run's command line in env/cmdline and reads it back in a run that
+    # gives none: the deploy after a `deploy --check` ran in check mode ("deployed", nothing done).
+    (private_dir / "env" / "cmdline").unlink(missing_ok=True)
     printer = EventPrinter(progress)
     r = ansible_runner.run(private_data_dir=str(private_dir), project_dir=str(playbook_dir),
                            playbook="site.yml", inventory=str(inventory), extravars=extravars,
