@@ -6,13 +6,18 @@ this machine as ``runner`` (passwordless sudo, the image's key; root cannot log 
 ports forwarded on 127.0.0.1. The inventory says ``ansible_become=true`` and asks for cgroup
 limits (``proctrack/cgroup``, ``task/cgroup,task/affinity``).
 
-deploy (munge, slurmctld, slurmd: Debian's systemd units, the project's configs) -> the units
-run under systemd, slurmd's jobs in its delegated cgroup v2 subtree -> `status --ssh` is
-healthy and shows each host's services as systemd reports them -> `verify --ssh --suite
-basic` passes, basic.limits included (a job over its --mem ends OUT_OF_MEMORY) -> a second
-deploy changes nothing -> slurmd killed: the unit stays down (no Restart= in Debian's unit),
-Slurm marks the node not responding, `systemctl start` brings it back -> node2 rebooted: back and idle by itself -> the controller's VM rebooted with a job
-queued: the job runs after it. Every qemu is stopped by the fixture, also on failure.
+deploy (munge, slurmctld, slurmd, slurmdbd: Debian's systemd units; MariaDB and slurmrestd: the
+roles' units; the project's configs) -> the units run under systemd, slurmd's jobs in its
+delegated cgroup v2 subtree, only Slurm's ports open to the network -> a job has its sacct row
+-> `status --ssh` is healthy (accounting and REST too) and shows each host's services as
+systemd reports them -> `verify --ssh --suite basic,rest` passes, basic.limits included (a job
+over its --mem ends OUT_OF_MEMORY) -> a second deploy changes nothing -> slurmd killed: the
+unit stays down (no Restart= in Debian's unit), Slurm marks the node not responding,
+`systemctl start` brings it back -> node2 rebooted: back and idle by itself -> the
+controller's VM rebooted with a job queued: the job runs after it, no accounting row lost ->
+`deploy --check` with one more partition shows slurm.conf's diff and changes nothing -> that
+spec applied while a job runs: the partition is there, the job ends COMPLETED. Every qemu is
+stopped by the fixture, also on failure.
 """
 
 from __future__ import annotations
@@ -30,12 +35,12 @@ from tests.conftest import run_cli
 from tests.vm.cluster import VMCluster
 from tests.vm.machine import qemu_missing
 
-# Ansible under TCG costs 10-70 s per task, so this case takes about 20 minutes on 2 cores:
+# Ansible under TCG costs 10-70 s per task, so this case takes about 35 minutes on 2 cores:
 # more than the whole VM matrix may add to `make test`. It runs where asked for:
 # `make test-vm-deploy` (SIMCLUSTER_VM_DEPLOY=1).
 pytestmark = [pytest.mark.vm,
               pytest.mark.skipif(os.environ.get("SIMCLUSTER_VM_DEPLOY") != "1",
-                                 reason="the systemd deploy VMs take ~20 min: make test-vm-deploy runs them")]
+                                 reason="the systemd deploy VMs take ~35 min: make test-vm-deploy runs them")]
 
 NAMES = ["node1", "node2"]
 SPEC = """apiVersion: simcluster/v1
