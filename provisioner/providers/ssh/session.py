@@ -18,6 +18,7 @@ import select
 import shlex
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Tuple
@@ -30,6 +31,8 @@ DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa")
 
 # Command channels open at once on one SSH connection (SFTP takes one more).
 MAX_CHANNELS = 6
+# A channel sshd refused is asked for again this many times (0.5 s, 1 s, 1.5 s apart).
+OPEN_RETRIES = 3
 
 class RemoteError(SimclusterError):
     """An SSH connection or remote command failed (exit 1)."""
@@ -248,7 +251,7 @@ class SSHSession:
     def _run_shell(self, command: str, timeout: float, stdin: Optional[str]) -> Result:
         channel = None
         try:
-            chan_in, out, err = self._client.exec_command(command, timeout=timeout)
+            chan_in, out, err = self._exec(command, timeout)
             channel = out.channel
             if stdin is not None:
                 chan_in.write(stdin)
@@ -265,6 +268,19 @@ class SSHSession:
             if channel is not None:
                 channel.close()  # now, not when garbage-collected: sshd counts it until then
         return Result([command], rc, stdout, stderr)
+
+    def _exec(self, command: str, timeout: float):
+        """exec_command, tried again while sshd refuses the channel ("Connect failed"): a slow
+        host (a VM under TCG) still counts sessions that were just closed against MaxSessions."""
+        paramiko = _paramiko()
+        for attempt in range(OPEN_RETRIES + 1):
+            try:
+                return self._client.exec_command(command, timeout=timeout)
+            except paramiko.ChannelException:
+                if attempt == OPEN_RETRIES:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def _sftp_client(self):
         if self._sftp is None:
