@@ -114,7 +114,7 @@ test-unit: setup-venv setup-deploy setup-test  ## pure logic only, no daemons (t
 test-vm: setup-venv setup-test setup-vm  ## the VM matrix only (tests/vm): Debian hosts in qemu, each `make setup` + `simcluster test` inside
 	$(PY) -m pytest -q -rs tests/vm
 
-test-vm-deploy: setup-venv setup-deploy setup-test setup-vm  ## `deploy` to two systemd VMs as a sudo user (tests/vm/test_deploy_systemd.py; ~20 min, not in `make test`)
+test-vm-deploy: setup-venv setup-deploy setup-test setup-vm  ## `deploy` to two systemd VMs as a sudo user (tests/vm/test_deploy_systemd.py; ~26 min, not in `make test`)
 	SIMCLUSTER_VM_DEPLOY=1 $(PY) -m pytest -q -rs tests/vm/test_deploy_systemd.py
 
 test-integration: setup setup-train setup-test setup-containers setup-atf  ## the local backend with real daemons (tests/integration)

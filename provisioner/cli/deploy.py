@@ -12,7 +12,9 @@ from provisioner.progress import stderr as progress_stderr
               help="Ansible inventory: one host in [controller], the nodes in [compute].")
 @click.option("--config", "-c", "config_path", default=None, metavar="FILE",
               help="Cluster spec YAML (apiVersion: simcluster/v1), as for 'up'.")
-@click.option("--check", is_flag=True, help="Show what would change; change nothing (Ansible check mode).")
+@click.option("--check", is_flag=True,
+              help="Show what would change and change nothing (Ansible's check and diff modes): "
+                   "the tasks that would change, and each config file's change as a unified diff.")
 @click.option("--training", is_flag=True,
               help="Also install torch 2.13.0 (and numpy) into "
                    "/opt/simcluster/venv on every compute host, from wheels collected here: torch "
@@ -29,12 +31,16 @@ def command(inventory, config_path, check, training, insecure):
       simcluster deploy -i inventory.ini
       simcluster deploy -i inventory.ini --config configs/examples/node6-node7-one-gpu-each.yaml
       simcluster deploy -i inventory.ini --training     # torch for DDP jobs
+      simcluster deploy -i inventory.ini -c cluster.yaml --check   # what would change, first
       simcluster verify --ssh root@head --suite basic,ddp
 
-    Running it again changes nothing unless the inventory or the spec changed.
+    Running it again changes nothing unless the inventory or the spec changed; a changed
+    spec is applied to the running cluster (the daemons restart, running jobs keep running).
     See ansible/inventory.example.ini and docs/deploy.md.
     """
     from provisioner.deploy.apply import deploy  # lazy: Ansible's modules load only here
     summary = deploy(inventory, config_path, progress_stderr, check=check,
                      training=training, insecure_host_keys=insecure)
+    if summary.diff_text():
+        click.echo(summary.diff_text(), nl=False)
     click.echo(summary.line())

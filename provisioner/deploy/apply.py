@@ -33,6 +33,10 @@ class Summary:
         verb = "checked" if self.check else "deployed"
         return f"cluster '{self.name}' {verb} on {hosts} hosts in {self.seconds:.1f}s: {changes}"
 
+    def diff_text(self) -> str:
+        """What --check found would change in the files: unified diffs, per file and hosts."""
+        return "".join(d.render() for d in self.result.diffs)
+
 
 def deploy(inventory_path: str, config_path: Optional[str], progress: Callable[[str], None],
            check: bool = False, training: bool = False, insecure_host_keys: bool = False) -> Summary:
@@ -46,8 +50,9 @@ def deploy(inventory_path: str, config_path: Optional[str], progress: Callable[[
                          training_requirements=TRAINING_REQUIREMENTS)
     progress(f"deploying cluster '{name}': controller {inventory.controller.name}, "
              f"compute {', '.join(h.name for h in inventory.compute)}{' (check mode)' if check else ''}")
+    # --check shows each file's change (Ansible's --diff); the keys' copies never show theirs (diff: false).
     result = run_playbook(inventory.path, extravars, deploy_dir(name) / "runner", progress, check=check,
-                          insecure_host_keys=insecure_host_keys)
+                          diff=check, insecure_host_keys=insecure_host_keys)
     if result.failures:
         first = result.failures[0]
         if first.unreachable and any(words in first.error for words in HIDDEN_SSH_REASON):

@@ -2,17 +2,21 @@
 
 Each task becomes one progress line once every host has answered
 (` - munge : Install munge  changed: node1, node2  ok: ctl  (1.4s)`); failures are
-collected with host, task and error, and the play recap gives the changed count.
+collected with host, task and error, and the play recap gives the changed count. With
+``diff`` (``deploy --check``), what each changed task would write (Ansible's ``--diff``: the
+before and after of a rendered config) is kept as unified diffs, one per file and text, with
+the hosts it applies to.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from provisioner.errors import PrerequisiteError
 from provisioner.paths import PLAYBOOK_DIR
@@ -41,6 +45,44 @@ class DeployResult:
     failures: List[Failure] = field(default_factory=list)
     hosts: List[str] = field(default_factory=list)
     output_tail: str = ""
+    diffs: List["FileDiff"] = field(default_factory=list)
+
+
+@dataclass
+class FileDiff:
+    """One file's change as unified diff text, and the hosts where it is the same."""
+    path: str
+    text: str
+    hosts: List[str] = field(default_factory=list)
+
+    def render(self) -> str:
+        return f"--- {self.path} on {', '.join(sorted(self.hosts))}\n{self.text.rstrip()}\n"
+
+
+def _diff_text(diff: Dict) -> Optional[Tuple[str, str]]:
+    """(path, unified diff) of one of Ansible's diff records; None where nothing differs."""
+    if not isinstance(diff, dict):
+        return None
+    if isinstance(diff.get("prepared"), str) and diff["prepared"].strip():  # made by the module (apt: packages)
+        return str(diff.get("before_header") or diff.get("after_header") or "(prepared)"), diff["prepared"]
+    before, after = diff.get("before"), diff.get("after")
+    if not isinstance(before, str) or not isinstance(after, str) or before == after:
+        return None  # no text to show (a directory's mode, a binary file): the task line says it changed
+    # before_header is the file on the host; after_header the template's temporary copy, here.
+    path = str(diff.get("before_header") or diff.get("after_header") or "?")
+    lines = difflib.unified_diff(before.splitlines(keepends=True), after.splitlines(keepends=True),
+                                 fromfile="before", tofile="after", n=1)
+    text = "".join(line if line.endswith("\n") else line + "\n" for line in list(lines)[2:])
+    return (path, text) if text else None
+
+
+def _result_diffs(res: Dict) -> List[Tuple[str, str]]:
+    """Every diff of a task's result, its loop items' included."""
+    records = []
+    for part in [res] + [r for r in res.get("results") or [] if isinstance(r, dict) and r.get("changed")]:
+        diff = part.get("diff")
+        records += diff if isinstance(diff, list) else [diff]
+    return [d for d in (_diff_text(r) for r in records if r) if d]
 
 
 def _error_text(res: Dict) -> str:
@@ -71,6 +113,15 @@ class EventPrinter:
         self.outcomes: Dict[str, List[str]] = {}
         self.failures: List[Failure] = []
         self.stats: Dict[str, Dict[str, int]] = {}
+        self.diffs: List[FileDiff] = []
+
+    def _keep_diffs(self, host: str, res: Dict) -> None:
+        for path, text in _result_diffs(res):
+            same = next((d for d in self.diffs if d.path == path and d.text == text), None)
+            if same is None:
+                self.diffs.append(FileDiff(path, text, [host]))
+            elif host not in same.hosts:
+                same.hosts.append(host)
 
     def _flush(self) -> None:
         if self.task is None:
@@ -100,7 +151,10 @@ class EventPrinter:
             if data.get("task_action") in ("include_role", "include_tasks", "ansible.builtin.include_role",
                                            "ansible.builtin.include_tasks"):
                 return True  # the included tasks report for themselves
-            self._note("changed" if data.get("res", {}).get("changed") else "ok", host)
+            res = data.get("res", {}) or {}
+            self._note("changed" if res.get("changed") else "ok", host)
+            if res.get("changed"):
+                self._keep_diffs(host, res)
         elif kind == "runner_on_skipped":
             self._note("skipped", host)
         elif kind == "runner_on_failed":
@@ -120,7 +174,8 @@ class EventPrinter:
 
 
 def run_playbook(inventory: Path, extravars: Dict, private_dir: Path, progress: Progress,
-                 check: bool = False, tags: Optional[List[str]] = None, insecure_host_keys: bool = False,
+                 check: bool = False, diff: bool = False, tags: Optional[List[str]] = None,
+                 insecure_host_keys: bool = False,
                  playbook_dir: Path = PLAYBOOK_DIR) -> DeployResult:
     """Run site.yml against ``inventory``; artifacts of the last runs stay in ``private_dir``."""
     try:
@@ -142,11 +197,16 @@ def run_playbook(inventory: Path, extravars: Dict, private_dir: Path, progress: 
     cmdline = []
     if check:
         cmdline.append("--check")
+    if diff:
+        cmdline.append("--diff")
     if tags:
         cmdline += ["--tags", ",".join(tags)]
     # ansible-runner looks ansible-playbook up on this process's PATH.
     if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
         os.environ["PATH"] = envvars["PATH"]
+    # ansible-runner keeps a run's command line in env/cmdline and reads it back in a run that
+    # gives none: the deploy after a `deploy --check` ran in check mode ("deployed", nothing done).
+    (private_dir / "env" / "cmdline").unlink(missing_ok=True)
     printer = EventPrinter(progress)
     r = ansible_runner.run(private_data_dir=str(private_dir), project_dir=str(playbook_dir),
                            playbook="site.yml", inventory=str(inventory), extravars=extravars,
@@ -163,4 +223,4 @@ def run_playbook(inventory: Path, extravars: Dict, private_dir: Path, progress: 
             tail = ""
     return DeployResult(rc=r.rc, status=r.status, changed=sum(changed_by_host.values()),
                         changed_by_host=changed_by_host, failures=printer.failures, hosts=hosts,
-                        output_tail=tail)
+                        output_tail=tail, diffs=printer.diffs)

@@ -16,6 +16,7 @@ from provisioner.cluster.model.command_runner import Runner
 from provisioner.cluster.model.jobfiles import JobFiles
 from provisioner.cluster.model.provider import NodeProcesses
 from provisioner.cluster.model.slurm import SlurmClient
+from provisioner.cluster.services import rest
 from provisioner.config.types import ClusterSpec
 from provisioner.named_clusters import Injector, load
 
@@ -169,4 +170,5 @@ def target_of(cluster) -> VerifyTarget:
         nodes=node_facts(pl, bool(cluster.spec.fake_gpus)),
         # The jobs' python is asked where jobs run: a node (the controller may have none).
         probe_runner=cluster.runner(nodes[0]) if nodes else None,
-        rest_url=cluster.state.rest_url if cluster.spec.rest else None)
+        # As this machine reaches it (a deployed cluster's: through the SSH connection).
+        rest_url=rest.client_url(cluster) if cluster.spec.rest else None)

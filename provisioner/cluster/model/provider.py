@@ -225,6 +225,11 @@ class ReadOnly(ABC):
         and on ``nodes`` (those whose slurmd answers); {} where no host runs systemd."""
         return {}
 
+    def reach_url(self, state: ClusterState, url: str) -> str:
+        """The URL this machine uses for ``url``, a service of the cluster (slurmrestd's) on
+        the cluster's network: the same, where this machine reaches that network."""
+        return url
+
 
 class Scalable(ABC):
     """A provider whose clusters take and lose nodes while running (`simcluster scale`,

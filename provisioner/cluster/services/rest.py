@@ -228,6 +228,14 @@ def newest(found: List[str]) -> Optional[str]:
     return found[-1] if found else None
 
 
+def client_url(cluster: Cluster) -> Optional[str]:
+    """slurmrestd's URL as this machine reaches it: the state's, or for a deployed cluster
+    through the SSH connection to its controller (ReadOnly.reach_url)."""
+    url = cluster.state.rest_url
+    reach = getattr(cluster.provider, "reach_url", None)
+    return reach(cluster.state, url) if url and reach is not None else url
+
+
 def health(cluster: Cluster, alive: Dict[str, bool]) -> Dict:
     """What `status` reports about the REST API: slurmrestd alive, its URL, the versions it serves."""
     if not cluster.spec.rest:
@@ -238,7 +246,7 @@ def health(cluster: Cluster, alive: Dict[str, bool]) -> Dict:
     if ok and url:
         try:
             tok = token(cluster, lifespan=60)
-            found = versions(url, token_user(tok), tok)
+            found = versions(client_url(cluster) or url, token_user(tok), tok)
         except (OSError, ValueError, RestError, StartupError) as exc:
             error = str(exc)[:300]
     return {"enabled": True, "healthy": ok and bool(found), "alive": ok, "url": url, "versions": found,

@@ -13,6 +13,7 @@ Provisioning and deleting stay with `simcluster deploy`: provision and delete re
 from __future__ import annotations
 
 import posixpath
+import urllib.parse
 from pathlib import Path
 from typing import Dict, List, Optional
 
@@ -203,6 +204,17 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
             ns = (states or {}).get(node)
             alive[f"slurmd:{node}"] = bool(ns) and slurmd_answers(ns.state)
         return alive
+
+    def reach_url(self, state: ClusterState, url: str) -> str:
+        """``url`` (http://ADDR:PORT on the cluster's network, slurmrestd's) through the SSH
+        connection: the controller reaches it, this machine may not (a private cluster network)."""
+        controller = self.controller()
+        session = getattr(controller, "session", None)
+        parsed = urllib.parse.urlsplit(url)
+        if session is None or not parsed.hostname or not parsed.port:
+            return url
+        local = session.forward(parsed.hostname, parsed.port)
+        return urllib.parse.urlunsplit((parsed.scheme, f"127.0.0.1:{local}", parsed.path, "", ""))
 
     def host_services(self, state: ClusterState, placement: Placement, nodes: List[str]) -> Dict[str, Dict[str, str]]:
         """`systemctl is-active` of the roles' units: on the controller over SSH (munge,

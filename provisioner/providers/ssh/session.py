@@ -14,12 +14,14 @@ from __future__ import annotations
 import getpass
 import os
 import re
+import select
 import shlex
 import socket
 import threading
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import List, Optional
+from typing import Dict, List, Optional, Tuple
 
 from provisioner.cluster.model.command_runner import TIMED_OUT, Result
 from provisioner.errors import PrerequisiteError, SimclusterError, UsageError
@@ -29,6 +31,8 @@ DEFAULT_KEYS = ("id_ed25519", "id_ecdsa", "id_rsa")
 
 # Command channels open at once on one SSH connection (SFTP takes one more).
 MAX_CHANNELS = 6
+# A channel sshd refused is asked for again this many times (0.5 s, 1 s, 1.5 s apart).
+OPEN_RETRIES = 3
 
 class RemoteError(SimclusterError):
     """An SSH connection or remote command failed (exit 1)."""
@@ -106,6 +110,7 @@ class SSHSession:
         # connection ("open failed: Connect failed"); verify's checks side by side plus the
         # SFTP channel went past it. Commands take turns beyond this many.
         self._channels = threading.BoundedSemaphore(MAX_CHANNELS)
+        self._forwards: Dict[Tuple[str, int], socket.socket] = {}
 
     # -- connecting -------------------------------------------------------------------------
     def _tried(self) -> str:
@@ -171,11 +176,65 @@ class SSHSession:
         self.close()
 
     def close(self) -> None:
+        for listener in self._forwards.values():
+            listener.close()
+        self._forwards.clear()
         if self._sftp is not None:
             self._sftp.close()
         if self._client is not None:
             self._client.close()
         self._client = self._sftp = None
+
+    # -- a port of the host's network, reached from here -----------------------------------
+    def forward(self, host: str, port: int) -> int:
+        """A port on 127.0.0.1 of this machine whose connections go through this SSH connection
+        to ``host:port`` as the remote host reaches it (ssh -L): services that listen only on
+        the cluster's network (slurmrestd) are reached wherever SSH reaches the controller,
+        with no port opened beyond SSH. One listener per destination, closed with the session."""
+        assert self._client is not None, "connect() first"
+        if (host, port) in self._forwards:
+            return self._forwards[(host, port)].getsockname()[1]
+        listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(8)
+        self._forwards[(host, port)] = listener
+        threading.Thread(target=self._accept, args=(listener, host, port), daemon=True,
+                         name=f"ssh-forward-{host}:{port}").start()
+        return listener.getsockname()[1]
+
+    def _accept(self, listener: socket.socket, host: str, port: int) -> None:
+        while True:
+            try:
+                conn, peer = listener.accept()
+            except OSError:  # closed: the session ended
+                return
+            threading.Thread(target=self._pump, args=(conn, peer, host, port), daemon=True).start()
+
+    def _pump(self, conn: socket.socket, peer, host: str, port: int) -> None:
+        """Bytes both ways between a local connection and a direct-tcpip channel, until either closes."""
+        channel = None
+        try:
+            with self._channels:
+                transport = self._client.get_transport() if self._client is not None else None
+                if transport is None:
+                    return
+                channel = transport.open_channel("direct-tcpip", (host, port), peer, timeout=self.timeout)
+                ends = [conn, channel]
+                while True:
+                    ready, _, _ = select.select(ends, [], [], 60)
+                    if not ready:
+                        return  # idle a minute: a client that went away without closing
+                    for end in ready:
+                        data = end.recv(65536)
+                        if not data:
+                            return
+                        (channel.sendall if end is conn else conn.sendall)(data)
+        except (_paramiko().SSHException, EOFError, OSError):
+            return  # the client sees its connection close: the same as a refused port
+        finally:
+            conn.close()
+            if channel is not None:
+                channel.close()
 
     # -- commands and files -------------------------------------------------------------------
     def run(self, argv: List[str], timeout: float = 60.0, stdin: Optional[str] = None) -> Result:
@@ -192,7 +251,7 @@ class SSHSession:
     def _run_shell(self, command: str, timeout: float, stdin: Optional[str]) -> Result:
         channel = None
         try:
-            chan_in, out, err = self._client.exec_command(command, timeout=timeout)
+            chan_in, out, err = self._exec(command, timeout)
             channel = out.channel
             if stdin is not None:
                 chan_in.write(stdin)
@@ -209,6 +268,19 @@ class SSHSession:
             if channel is not None:
                 channel.close()  # now, not when garbage-collected: sshd counts it until then
         return Result([command], rc, stdout, stderr)
+
+    def _exec(self, command: str, timeout: float):
+        """exec_command, tried again while sshd refuses the channel ("Connect failed"): a slow
+        host (a VM under TCG) still counts sessions that were just closed against MaxSessions."""
+        paramiko = _paramiko()
+        for attempt in range(OPEN_RETRIES + 1):
+            try:
+                return self._client.exec_command(command, timeout=timeout)
+            except paramiko.ChannelException:
+                if attempt == OPEN_RETRIES:
+                    raise
+                time.sleep(0.5 * (attempt + 1))
+        raise AssertionError("unreachable")
 
     def _sftp_client(self):
         if self._sftp is None:

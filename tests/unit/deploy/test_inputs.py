@@ -161,6 +161,31 @@ def test_event_printer_groups_hosts_per_task_and_names_failures():
     assert p.stats["changed"] == {"n1": 1}
 
 
+def test_check_mode_diffs_are_kept_per_file_with_the_hosts_they_apply_to():
+    p = EventPrinter(lambda line: None)
+    ev = lambda kind, **data: p({"event": kind, "event_data": data})
+    before, after = "ClusterName=c\nPartitionName=main Nodes=ALL\n", "ClusterName=c\nPartitionName=main Nodes=ALL\n" \
+        "PartitionName=debug Nodes=n2\n"
+    conf = {"before": before, "after": after, "before_header": "/etc/slurm/slurm.conf",
+            "after_header": "/root/.ansible/tmp/ansible-local-1/tmpab/slurm.conf.j2"}  # as template says it
+    ev("playbook_on_task_start", role="slurm_common", task="Render slurm.conf, gres.conf and cgroup.conf")
+    for host in ("n1", "n2"):  # a loop: the items' diffs, only where an item changed
+        conf = dict(conf, after_header=conf["after_header"].replace("tmpab", "tmp" + host))  # one per host
+        ev("runner_on_ok", host=host, res={"changed": True, "results": [
+            {"changed": True, "diff": [conf]},
+            {"changed": False, "diff": [{"before": "x", "after": "y", "after_header": "/etc/slurm/gres.conf"}]}]})
+    ev("playbook_on_task_start", role="slurm_compute", task="slurmd options")
+    ev("runner_on_ok", host="n2", res={"changed": True, "diff": {"before": "A=1\n", "after": "A=2\n",
+                                                                    "after_header": "/etc/default/slurmd"}})
+    ev("runner_on_ok", host="n1", res={"changed": True, "diff": {"before": {"state": "absent"}, "after": {}}})
+    ev("runner_on_ok", host="n1", res={"changed": False, "diff": {"before": "q", "after": "r", "after_header": "/x"}})
+    assert [(d.path, d.hosts) for d in p.diffs] == [("/etc/slurm/slurm.conf", ["n1", "n2"]),
+                                                    ("/etc/default/slurmd", ["n2"])]
+    text = p.diffs[0].render()
+    assert text.startswith("--- /etc/slurm/slurm.conf on n1, n2\n@@ ") and "+PartitionName=debug Nodes=n2\n" in text
+    assert "-A=1\n+A=2\n" in p.diffs[1].render()
+
+
 def test_error_text_of_a_loop_names_the_item():
     res = {"msg": "One or more items failed", "results": [
         {"item": "gres.conf", "failed": False}, {"item": "slurm.conf", "failed": True, "msg": "'x' is undefined"}]}

@@ -101,6 +101,13 @@ def test_bind_fails_on_a_clash_a_missing_node_or_no_overlap():
     apart = "BIND rank=0 node=node1 ok=1 start=1 end=3\nBIND rank=1 node=node2 ok=1 start=4 end=6\n"
     status, detail = judge_bind(apart, ["node1", "node2"], "1")
     assert status == FAIL and "not at the same time" in detail
+    # Clocks that disagree (two VMs) do not matter where the connection between them proves it.
+    connected = apart + ("CONNECT node=node2 to=node1 ok=1 local=10.77.0.12\n"
+                         "PEER node=node1 ok=1 from_node=node2 peer=10.77.0.12 resolved=10.77.0.12\n")
+    status, detail = judge_bind(connected, ["node1", "node2"], "1")
+    assert status == PASS and "one connected to the other on it" in detail, detail
+    no_peer = apart + "CONNECT node=node2 to=node1 ok=1 local=10.77.0.12\nPEER node=node1 ok=0 error=timeout\n"
+    assert judge_bind(no_peer, ["node1", "node2"], "1")[0] == FAIL
 
 
 def test_peer_must_come_from_the_connecting_nodes_own_address():
