@@ -43,6 +43,7 @@ def _final_state(c, job_id: str, timeout: float) -> str:
 
 
 TEARDOWN_ABORT = "terminate called without an active exception"
+TEARDOWN_RETRIES = 3
 
 
 def _result(c, script: str, job_id: str, tmp_path):
@@ -65,11 +66,13 @@ def test_examples_run_unchanged_with_sbatch(make_cluster, tmp_path):
     failures = []
     for script, job_id in jobs.items():
         state, out, missing = _result(c, script, job_id, tmp_path)
-        if state != "COMPLETED" and not missing and TEARDOWN_ABORT in out:
+        for _ in range(TEARDOWN_RETRIES):
+            if state == "COMPLETED" or missing or TEARDOWN_ABORT not in out:
+                break
             # torch's gloo teardown race (docs/verify.md): the work is done and printed, then a
-            # rank aborts at exit, about 1 job in 15 on 2 cores. The example is a user's script,
-            # so it keeps its destroy_process_group(); it runs once more, and that run must
-            # pass in full.
+            # rank aborts at exit, about 1 job in 15 on 2 cores (twice in a row seen once). The
+            # example is a user's script, so it keeps its destroy_process_group(); it runs
+            # again, and a run must pass in full.
             job_id = c.run(["sbatch", "--parsable", str(REPO / script)], cwd=tmp_path).stdout.strip()
             state, out, missing = _result(c, script, job_id, tmp_path)
         if state != "COMPLETED" or missing:
