@@ -39,8 +39,12 @@ def inner_pytest(project: Path, home: Path, files: Dict[str, str], *args: str, t
     env["SIMCLUSTER_HOME"] = str(home)
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-rA", *args]
     if popen:
+        # SIGINT as a terminal gives it (default: KeyboardInterrupt), even where this suite was
+        # started in the background of a non-interactive shell, which ignores SIGINT for its
+        # children; an ignored SIGINT is inherited, and Python keeps it ignored.
         return subprocess.Popen(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True, start_new_session=True)
+                                text=True, start_new_session=True,
+                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     return subprocess.run(argv, cwd=project, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                           timeout=timeout)
 
