@@ -102,8 +102,9 @@ vm-images: setup-vm  ## build the Debian bookworm and trixie images of tests/vm,
 demo: setup setup-train setup-containers  ## the main job: a 2-node fake-GPU cluster up, verify (Slurm basics, a container step + DDP, FSDP, DeepSpeed, Megatron), report, down
 	$(SIMCLUSTER) test --name $(DEMO_NAME) --nodes 2 --fake-gpus 2 --suite all
 
-test: setup setup-train setup-deploy setup-test setup-docker setup-containers setup-atf setup-vm  ## the full test suite (real daemons, real dockerd, the VM matrix of tests/vm)
-	$(PY) -m pytest -q -rs --durations=30 tests
+# Two pytest sessions at once (scripts/test_lanes.py says why): tests/vm, niced, beside the rest.
+test: setup setup-train setup-deploy setup-test setup-docker setup-containers setup-atf setup-vm  ## the full test suite (real daemons, real dockerd, the VM matrix of tests/vm beside them)
+	$(PY) scripts/test_lanes.py
 
 test-docker: setup setup-train setup-deploy setup-test setup-docker  ## the docker backend's tests only (tests/docker)
 	$(PY) -m pytest -q -rs tests/docker

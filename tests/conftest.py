@@ -24,8 +24,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 SIMCLUSTER = [sys.executable, "-m", "provisioner"]
-# Short: the munge socket path must fit in 107 characters.
-TEST_HOME_ROOT = Path(tempfile.gettempdir()) / "simcluster-tests"
+# Short: the munge socket path must fit in 107 characters. A second session beside this one
+# (scripts/test_lanes.py's VM lane) names its own, so neither counts the other's daemons.
+TEST_HOME_ROOT = Path(os.environ.get("SIMCLUSTER_TEST_HOME_ROOT") or Path(tempfile.gettempdir()) / "simcluster-tests")
 
 
 def run_cli(args: List[str], home: Path, check: bool = False, timeout: float = 180,
