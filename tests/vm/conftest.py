@@ -22,7 +22,7 @@ import json
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, Tuple
+from typing import Dict, List, Tuple
 
 import pytest
 
@@ -85,10 +85,55 @@ def vm_timings() -> Dict[str, Dict[str, float]]:
 @pytest.fixture(scope="session")
 def vm_machines(tmp_path_factory, vm_timings):
     vms = VMs(tmp_path_factory.mktemp("vms"), vm_timings)
+    _SESSION_VMS.append(vms)
     try:
         yield vms
     finally:
         vms.stop_all()
+        _SESSION_VMS.remove(vms)
+
+
+# The session's VMs by the fixture that boots them.
+SUITE_FIXTURES = {"bookworm_vm": "bookworm", "trixie_vm": "trixie"}
+_SESSION_VMS: List[VMs] = []
+_LAST_USER: Dict[str, str] = {}  # suite -> the node id of the last test that uses its VM
+
+
+def _uses_session_vm(item) -> bool:
+    return any(f in item.fixturenames for f in SUITE_FIXTURES)
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_collection_modifyitems(session, config, items):
+    """The tests of the session's VMs first, then those that boot VMs of their own (the
+    deploy rig): each session VM is stopped after its last test (below), so that an idle
+    guest, which under TCG still takes half a core for its timers, never runs beside a rig.
+    Only the tests under tests/vm move, among their own places."""
+    here = Path(__file__).parent
+    places = [i for i, item in enumerate(items) if here in Path(str(item.fspath)).parents]
+    ordered = sorted((items[i] for i in places), key=lambda item: not _uses_session_vm(item))
+    for i, item in zip(places, ordered):
+        items[i] = item
+
+
+def pytest_collection_finish(session):
+    _LAST_USER.clear()
+    for item in session.items:
+        for fixture, suite in SUITE_FIXTURES.items():
+            if fixture in item.fixturenames:
+                _LAST_USER[suite] = item.nodeid
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Stop a session VM once the last test that uses it is done (its logs, on failure, are
+    copied before: pytest_runtest_makereport)."""
+    for suite, last in _LAST_USER.items():
+        if last == item.nodeid:
+            for vms in _SESSION_VMS:
+                machine = vms.machines.pop(suite, None)  # a later get() would boot it again
+                if machine is not None:
+                    machine.stop()
 
 
 @pytest.fixture(scope="session")
