@@ -151,8 +151,9 @@ if [ {net} = 1 ]; then
   srun --kill-on-bad-exit=1 -N2 -n2 "$PY" -c "$NET_PY" "$PORT" "$FIRST"
 fi
 if [ {etc} = 1 ]; then
-  # A tool that clears SLURM_CONF: srun reads /etc/slurm/slurm.conf on the node.
-  out=$(env -u SLURM_CONF timeout 30 srun -N1 -n1 hostname 2>&1)
+  # A tool that clears SLURM_CONF: srun reads /etc/slurm/slurm.conf on the node. --quiet:
+  # its errors, not its progress ("step creation temporarily disabled" on a busy host).
+  out=$(env -u SLURM_CONF timeout 30 srun --quiet -N1 -n1 hostname 2>&1)
   rc=$?
   echo "ETCSLURM rc=$rc out=$(echo $out)"
 fi
