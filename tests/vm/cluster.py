@@ -195,7 +195,13 @@ class VMCluster:
             time.sleep(2)
 
     def known_hosts(self, path: Path) -> Path:
-        path.write_text("".join(m.host_key_line() + "\n" for m in self.machines.values()))
+        """Each guest's host key at its forwarded port, and at its cluster address (port 22):
+        how `fault --ssh` reaches a compute host, jumped through the controller."""
+        lines = []
+        for m in self.machines.values():
+            line = m.host_key_line()
+            lines += [line, f"{m.addr} {line.split(None, 1)[1]}"]
+        path.write_text("".join(f"{line}\n" for line in lines))
         return path
 
     def inventory(self, path: Path, *, controller: str, compute: Sequence[str], cluster: str,

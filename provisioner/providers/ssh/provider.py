@@ -251,6 +251,11 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
                 found[name] = data
         return found
 
+    def fault_injector(self, cluster) -> object:
+        """SSHFaults: the faults of `simcluster fault --ssh`, through the hosts' systemd."""
+        from provisioner.providers.ssh.faults import SSHFaults  # lazy: only verify's fault suite needs it
+        return SSHFaults(cluster)
+
     # -- ExtraLogs ----------------------------------------------------------------------------------
     def extra_logs(self, state: ClusterState, out_dir: Path) -> List[Path]:
         """logs/munged.log: munged logs where Debian's munge does, not in slurm.conf's log directory."""
