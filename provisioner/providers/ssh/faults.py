@@ -29,12 +29,15 @@ import shlex
 import time
 from typing import Callable, Dict, List, Optional, Tuple
 
+from provisioner.cluster.faults import jobfaults
 from provisioner.cluster.faults.registry import JOB, SLURM_FAULT_DRAINS, fault_named
+from provisioner.cluster.model.command_runner import DEFAULT_TIMEOUT, Result
 from provisioner.cluster.model.handle import Cluster
-from provisioner.cluster.model.slurm import NodeState
+from provisioner.cluster.model.slurm import NodeState, SlurmClient
 from provisioner.cluster.model.wait import WaitTimeout, poll_until
 from provisioner.errors import SimclusterError, UsageError
 from provisioner.progress import Progress
+from provisioner.providers.ssh.remote_runners import SSHRunner
 from provisioner.providers.ssh.session import HostKeyError, RemoteError, SSHSession, Target
 
 # The verbs a deployed cluster has (the others need this machine's processes or containers).
@@ -165,6 +168,23 @@ def not_available(verb: str) -> UsageError:
     return UsageError(f"fault {verb} is not available on a deployed cluster (--ssh); available: {', '.join(SSH_VERBS)}")
 
 
+def as_root(argv, env=None, user: str = "") -> List[str]:
+    """``argv`` (with ``env``) run as root through ``sudo -n`` (not for root itself): the
+    variables go after sudo, which would drop them."""
+    if user == "root":
+        return [*(["env", *(f"{k}={v}" for k, v in env.items())] if env else []), *argv]
+    return ["sudo", "-n", *(["env", *(f"{k}={v}" for k, v in env.items())] if env else []), *argv]
+
+
+class AdminRunner(SSHRunner):
+    """The controller, its commands run as root: Slurm's operator commands (scontrol update
+    of a node or another's job, requeue) refuse an ordinary user, and the --ssh user is
+    rarely a Slurm operator, but has sudo."""
+
+    def run(self, argv, env=None, stdin=None, timeout=DEFAULT_TIMEOUT, cwd=None) -> Result:
+        return super().run(as_root([str(a) for a in argv], env, self.session.target.user), None, stdin, timeout, cwd)
+
+
 class SSHFaults:
     """The faults of the deployed ``cluster`` (a Cluster of the ssh provider), as an object
     with the methods of named_clusters.Injector (kill, reboot, kill_controller,
@@ -176,6 +196,7 @@ class SSHFaults:
         if session is None:
             raise UsageError("faults on a deployed cluster need its controller over SSH: pass --ssh USER@HOST")
         self.session: SSHSession = session
+        self.admin = SlurmClient(AdminRunner(session), poll_s=cluster.provider.poll_s)  # scontrol update ... as root
         self._hosts: Dict[str, SSHSession] = {}  # NodeAddr -> jumped session
         self._on_controller: Dict[str, bool] = {}
 
@@ -257,8 +278,6 @@ class SSHFaults:
         """Fault ``verb`` with ``args``, as Injector.inject does on a local cluster."""
         fault = fault_named(verb)
         check_available(fault.verb)
-        if fault.target == JOB:
-            return fault.inject(self.cluster, *args, **kwargs)
         return getattr(self, fault.method)(*args, **kwargs)
 
     def kill(self, node: str) -> str:
@@ -301,7 +320,7 @@ class SSHFaults:
     def drain(self, node: str, reason: str = "slurm_faults") -> str:
         self._check_running()
         self._check_node(node)
-        res = self.cluster.client.run(["scontrol", "update", f"nodename={node}", "state=drain",
+        res = self.admin.run(["scontrol", "update", f"nodename={node}", "state=drain",
                                        f"reason={reason} {DRAIN_MARK}"], timeout=20)
         if not res.ok:
             raise UsageError(f"draining {node} failed: {res.error_line()}")
@@ -393,7 +412,7 @@ class SSHFaults:
                 s = states.get(n)
                 if s is not None and n not in tried and down_after_fault(s):
                     tried.add(n)
-                    if client.run(["scontrol", "update", f"nodename={n}", "state=resume"], timeout=20).ok:
+                    if self.admin.run(["scontrol", "update", f"nodename={n}", "state=resume"], timeout=20).ok:
                         resumed.append(f"resumed {n} (Slurm had it {s.state}: {s.reason})")
             return all(n in states and ready(states[n]) for n in nodes), states
         try:
@@ -417,11 +436,13 @@ class SSHFaults:
         deadline = time.monotonic() + (timeout or 120.0)
         done: List[str] = []
         failed: List[str] = []
+        waited = 0  # the lines of done before slurmctld was last seen answering
         if self.cluster.state.phase != "running":
             # slurmctld down: the nodes are known only once it answers again.
-            done += self._start_units(self.session, "controller", failed, compute=False)
+            done += self._start_units(self.session, "the controller", failed, compute=False)
             self._controller_answers(deadline, progress)
             self._rediscover()
+            waited = len(done)
         if node is not None:
             self._check_node(node)
         nodes = [node] if node is not None else list(self.cluster.node_names)
@@ -435,7 +456,7 @@ class SSHFaults:
                 hosts.setdefault(self.node_addr(n), []).append(n)
         unreachable: List[str] = []
         for addr, on in hosts.items():
-            label = "/".join(on) or "controller"
+            label = "/".join(on) or "the controller"
             try:
                 sess = self.session if addr == self.session.target.host else self.host(on[0])
             except HostKeyError:
@@ -445,7 +466,7 @@ class SSHFaults:
                 nodes = [n for n in nodes if n not in on]
                 continue
             done += self._start_units(sess, label, failed, compute=bool(on))
-        if any(d.startswith("started slurmctld") for d in done) or not self.cluster.client.ping(timeout=15):
+        if any(d.startswith("started slurmctld") for d in done[waited:]) or not self.cluster.client.ping(timeout=15):
             self._controller_answers(deadline, progress)
         if failed or unreachable:
             raise SimclusterError(f"heal of cluster '{self.name}' incomplete: "
@@ -466,7 +487,7 @@ class SSHFaults:
         for n in nodes:
             s = states.get(n)
             if s is not None and "drain" in s.state.lower() and s.reason.endswith(DRAIN_MARK):
-                if client.run(["scontrol", "update", f"nodename={n}", "state=resume"], timeout=20).ok:
+                if self.admin.run(["scontrol", "update", f"nodename={n}", "state=resume"], timeout=20).ok:
                     resumed.append(f"undrained {n}")
         if done or resumed or any(n not in states or not answers(states[n]) for n in nodes):
             self._node_answers(nodes, deadline, progress, t0, resumed, answers)
@@ -487,12 +508,14 @@ class SSHFaults:
         if state is not None:
             self.cluster = Cluster(state, self.cluster.provider)
 
-    # -- job faults: Slurm commands, as on every cluster --------------------------------------------
+    # -- job faults: Slurm commands, as on every cluster (as root: moving another's job) ------------
     def time_limit(self, job_id: str, seconds: int) -> str:
-        return self.inject("time-limit", job_id, seconds)
+        self._check_running()
+        return jobfaults.time_limit(self.admin, job_id, int(seconds), self.name).message
 
     def preempt(self, job_id: str, mode: Optional[str] = None, progress: Progress = lambda line: None) -> str:
-        return self.inject("preempt", job_id, mode, progress=progress)
+        self._check_running()
+        return jobfaults.preempt(self.admin, job_id, self.name, mode, progress)
 
 
 def run_fault(cluster: Cluster, verb: str, *args, **kwargs) -> str:

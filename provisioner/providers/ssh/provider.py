@@ -251,8 +251,11 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
                 found[name] = data
         return found
 
-    def fault_injector(self, cluster) -> object:
-        """SSHFaults: the faults of `simcluster fault --ssh`, through the hosts' systemd."""
+    def fault_injector(self, cluster) -> Optional[object]:
+        """SSHFaults: the faults of `simcluster fault --ssh`, through the hosts' systemd (None
+        for a controller reached otherwise than by an SSH session)."""
+        if getattr(self._controller, "session", None) is None:
+            return None
         from provisioner.providers.ssh.faults import SSHFaults  # lazy: only verify's fault suite needs it
         return SSHFaults(cluster)
 

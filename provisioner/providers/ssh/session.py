@@ -162,6 +162,8 @@ class SSHSession:
             raise HostUnreachable(f"cannot reach host {where}: {reason}", "is sshd running there?") from None
         except (socket.timeout, TimeoutError):
             raise HostUnreachable(f"cannot reach host {where}: no answer within {self.timeout:.0f}s") from None
+        except EOFError:  # sshd closed the connection in the handshake (a host shutting down or booting)
+            raise HostUnreachable(f"cannot reach host {where}: the connection closed during the SSH handshake") from None
         except OSError as exc:
             raise HostUnreachable(f"cannot reach host {where}: {exc.strerror or exc}") from None
         self._client = client

@@ -158,3 +158,27 @@ def test_an_unknown_host_key_behind_the_controller_says_where_to_scan_it():
                               "10.77.0.12:22 (through ctl)")
     assert exc.value.message == "host key of 10.77.0.12:22 (through ctl) is not known (host key checking is on)"
     assert exc.value.hint.startswith("add it: ssh-keyscan 10.77.0.12 on ctl >> /tmp/kh")
+
+
+def test_verify_gets_the_faults_of_a_deployed_cluster_reached_over_ssh():
+    from provisioner.cluster.model.handle import Cluster
+    from provisioner.providers.ssh.provider import SSHProvider
+    from provisioner.verify.targets import target_of
+    from tests.unit.providers.ssh.controller import Controller
+
+    ctl = Controller()
+    ctl.session = SSHSession(Target("runner", "ctl", 22))  # as SSHRunner has it (never connected here)
+    provider = SSHProvider(ctl, "runner@ctl")
+    target = target_of(Cluster(provider.discover(""), provider))
+    assert isinstance(target.faults, faults.SSHFaults) and target.faults.session is ctl.session
+    assert target.faults.fast is faults.detects_fast(target.faults.config)
+    assert [callable(getattr(target.faults, m)) for m in ("kill", "kill_controller", "stop_accounting", "heal")] \
+        == [True] * 4
+
+
+def test_operator_commands_run_as_root_with_their_environment_after_sudo():
+    assert faults.as_root(["scontrol", "update", "nodename=node2", "state=resume"], user="runner") == \
+        ["sudo", "-n", "scontrol", "update", "nodename=node2", "state=resume"]
+    assert faults.as_root(["scontrol", "requeue", "7"], {"SLURM_CONF": "/etc/slurm/slurm.conf"}, user="runner") == \
+        ["sudo", "-n", "env", "SLURM_CONF=/etc/slurm/slurm.conf", "scontrol", "requeue", "7"]
+    assert faults.as_root(["scontrol", "requeue", "7"], user="root") == ["scontrol", "requeue", "7"]
