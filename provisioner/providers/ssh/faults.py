@@ -24,6 +24,8 @@ wait. The job faults (time-limit, preempt) are Slurm commands and run as everywh
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import re
 import shlex
 import time
@@ -185,6 +187,19 @@ class AdminRunner(SSHRunner):
         return super().run(as_root([str(a) for a in argv], env, self.session.target.user), None, stdin, timeout, cwd)
 
 
+@contextlib.contextmanager
+def quiet_paramiko():
+    """paramiko's transport thread logs every refused handshake with its traceback (to stderr,
+    through logging's last resort): while a host boots, each try would print one."""
+    logger = logging.getLogger("paramiko")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 class SSHFaults:
     """The faults of the deployed ``cluster`` (a Cluster of the ssh provider), as an object
     with the methods of named_clusters.Injector (kill, reboot, kill_controller,
@@ -342,13 +357,14 @@ class SSHFaults:
         deadline = t0 + timeout
         what = f"{node}'s host {addr}" + (" (the controller's)" if on_ctl else "")
         progress(f" - rebooting {what}: waiting for SSH with a new boot id")
-        self._back_with_new_boot(node, old, deadline, progress, t0)
+        with quiet_paramiko():
+            self._back_with_new_boot(node, old, deadline, progress, t0)
         t_ssh = time.monotonic() - t0
         progress(f" - {addr} answers SSH again after {t_ssh:.1f}s")
         t1 = time.monotonic()
         if on_ctl:
             self._controller_answers(deadline, progress)
-        state = self._node_answers([node], deadline, progress, t1)[node]
+        state = self._node_answers([node], deadline, progress, t1, guard=lambda: self._slurmd_not_failed(node))[node]
         return (f"rebooted {node}'s host: ssh back after {t_ssh:.1f}s, {node} {state.state} "
                 f"{time.monotonic() - t1:.1f}s later")
 
@@ -396,9 +412,19 @@ class SSHFaults:
         self.cluster.state.phase = "running"
         progress(f" - slurmctld answers ({time.monotonic() - t0:.1f}s)")
 
+    def _slurmd_not_failed(self, node: str) -> None:
+        """Raise at once where slurmd of ``node``'s host failed (at boot): the node will not
+        come back by waiting."""
+        res = self.host(node).run_shell("systemctl is-active slurmd.service", timeout=20)
+        if res.stdout.strip() == "failed":
+            raise SimclusterError(f"slurmd on {self._where(node)} failed after the reboot, so {node} stays down",
+                                  f"see 'journalctl -b -u slurmd' there; 'simcluster fault heal {node} --ssh "
+                                  f"{self.session.target}' starts it again")
+
     def _node_answers(self, nodes: List[str], deadline: float, progress: Progress, t0: float,
                       resumed: Optional[List[str]] = None,
-                      ready: Callable[[NodeState], bool] = lambda s: s.ready) -> Dict[str, NodeState]:
+                      ready: Callable[[NodeState], bool] = lambda s: s.ready,
+                      guard: Optional[Callable[[], None]] = None) -> Dict[str, NodeState]:
         """Wait until ``ready`` holds for every one of ``nodes`` (default: it answers Slurm and
         takes jobs: idle, mixed, allocated; no '*'); resume, once, one a fault left DOWN or
         drained (its slurmd runs again by now: a reboot starts it, heal has started it)."""
@@ -406,7 +432,12 @@ class SSHFaults:
         tried: set = set()
         resumed = resumed if resumed is not None else []
 
+        last_guard = [time.monotonic()]
+
         def check():
+            if guard is not None and time.monotonic() - last_guard[0] > 10:
+                guard()  # every 10 s: one more SSH round trip
+                last_guard[0] = time.monotonic()
             states = client.node_states(timeout=20) or {}
             for n in nodes:
                 s = states.get(n)
