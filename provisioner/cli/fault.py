@@ -24,10 +24,11 @@ def _inject(name, verb, *args, where=None, **kwargs):
     # lazy: the cluster model loads only when a fault command runs, not for --help
     from provisioner.named_clusters import Injector
     if where and where.get("ssh"):
-        from provisioner.named_clusters import open_cluster
+        from provisioner.providers.ssh import open_cluster
         from provisioner.providers.ssh.faults import check_available, run_fault
         check_available(verb)
-        with open_cluster(name, **where) as cluster:
+        with open_cluster(where["ssh"], where["ssh_key"], where["known_hosts"], where["insecure_host_key"],
+                          probe_gpus=False) as cluster:
             return run_fault(cluster, verb, *args, **kwargs)
     try:
         return Injector(name).inject(verb, *args, **kwargs)
@@ -41,6 +42,7 @@ def command():
 
     \b
       simcluster fault kill node2          # slurmd and node2's job steps die (a crashed host)
+      simcluster fault reboot node2        # node2's host reboots; back when node2 takes jobs again
       simcluster fault pause node2         # SIGSTOP (docker: pause the container); fault resume node2
       simcluster fault kill-controller     # slurmctld dies; heal/up/start restart it from saved state
       simcluster fault stop-accounting     # slurmdbd down; jobs run, sacct catches up after heal

@@ -256,7 +256,9 @@ class SSHFaults:
             return self.session
         addr = self.node_addr(node)
         sess = self._hosts.get(addr)
-        if sess is None or sess._client is None:
+        if sess is None or not sess.connected:
+            if sess is not None:
+                sess.close()
             sess = self._hosts[addr] = self._jumped(addr).connect()
         return sess
 
@@ -377,6 +379,7 @@ class SSHFaults:
             time.sleep(2.0)
             try:
                 if on_ctl:
+                    self.close()  # the compute hosts' connections went through the old one
                     self.session.close()
                     self.session.connect()
                     sess = self.session

@@ -179,6 +179,12 @@ class SSHSession:
             raise HostKeyError(f"host key of {where} is not known (host key checking is on)", hint) from None
         raise RemoteError(f"SSH to {where} failed: {exc}") from None
 
+    @property
+    def connected(self) -> bool:
+        """Connected, and the connection still up (not cut by a reboot of either end)."""
+        transport = self._client.get_transport() if self._client is not None else None
+        return transport is not None and transport.is_active()
+
     def __enter__(self) -> "SSHSession":
         return self.connect() if self._client is None else self
 
