@@ -66,12 +66,14 @@ DRAIN_MARK = "[simcluster fault]"
 # Slurm's own reasons for a node a crash or a reboot left DOWN (heal resumes these too).
 SLURM_DOWN_REASONS = ("Not responding", "Node unexpectedly rebooted") + SLURM_FAULT_DRAINS
 NO_SUDO_RC = 77  # what the scripts exit with where sudo -n asks for a password
+NO_SYSTEMD_RC = 78  # ... where the host does not run systemd (a container the roles run daemons in)
+ON_SYSTEMD = f"[ -d /run/systemd/system ] || exit {NO_SYSTEMD_RC}; "
 REBOOT_TIMEOUT_S = 600.0
 
 
 def _sudo(script: str) -> str:
     """``script`` (a shell line of sudo -n commands) after a check that sudo needs no password."""
-    return f"sudo -n true 2>/dev/null || exit {NO_SUDO_RC}; {script}"
+    return f"{ON_SYSTEMD}sudo -n true 2>/dev/null || exit {NO_SUDO_RC}; {script}"
 
 
 def kill_node_script() -> str:
@@ -87,7 +89,7 @@ def kill_node_script() -> str:
 # slurmd's state, and how many job processes (slurmstepd and tasks) run: those in Slurm's
 # cgroup v2 scope but its 'slurmstepd infinity' (which dies all the same, as on a crashed
 # host), else (cgroup v1) the slurmstepd processes.
-STEPS_BEFORE_KILL = ("systemctl is-active slurmd.service; "
+STEPS_BEFORE_KILL = (ON_SYSTEMD + "systemctl is-active slurmd.service; "
                      "n=$(find /sys/fs/cgroup -path '*slurmstepd.scope*' -name cgroup.procs -exec cat {} + "
                      "2>/dev/null | wc -l); if [ \"$n\" -gt 0 ]; then echo $((n - 1)); "
                      "else pgrep -x slurmstepd | wc -l; fi")
@@ -280,6 +282,9 @@ class SSHFaults:
         if res.rc == NO_SUDO_RC:
             raise UsageError(f"{sess.target.user} on {sess.target.host} cannot use sudo without a password: {what} "
                              "needs it", "give the --ssh user passwordless sudo (the deploy's become user has it)")
+        if res.rc == NO_SYSTEMD_RC:
+            raise UsageError(f"{sess.target.host} does not run systemd: {what} over --ssh acts on the hosts' systemd "
+                             "units", "faults over --ssh need hosts deployed with systemd (docs/faults.md)")
         if res.rc == 255:
             raise RemoteError(res.stderr.strip() or f"SSH to {sess.target.host} failed")
         return res

@@ -47,7 +47,9 @@ def test_every_fault_command_takes_the_ssh_options():
 
 def test_kill_sigkills_slurmd_and_the_job_steps_through_systemd_with_sudo():
     script = faults.kill_node_script()
-    assert script.startswith(f"sudo -n true 2>/dev/null || exit {faults.NO_SUDO_RC}; ")
+    assert script.startswith(f"[ -d /run/systemd/system ] || exit {faults.NO_SYSTEMD_RC}; "
+                             f"sudo -n true 2>/dev/null || exit {faults.NO_SUDO_RC}; ")
+    assert faults.STEPS_BEFORE_KILL.startswith(faults.ON_SYSTEMD)
     order = ["systemctl kill -s KILL slurmd.service", "systemctl kill -s KILL '*slurmstepd.scope'",
              "pkill -KILL -x slurmstepd", "systemctl is-active slurmd.service"]
     assert [script.index(part) for part in order] == sorted(script.index(part) for part in order)
@@ -71,16 +73,21 @@ def test_heal_starts_only_a_hosts_own_units_that_are_enabled_and_do_not_run_in_d
     assert faults.parse_started("") == ([], [])
 
 
-def test_heal_script_runs_in_a_shell():
+def test_heal_script_runs_in_a_shell(tmp_path):
     # A real sh, with sudo and systemctl stand-ins: slurmd enabled and failed, munge enabled
     # and active, slurmctld not enabled here.
     stubs = ('sudo() { [ "$1" = -n ] && shift; "$@"; }; '
              'systemctl() { case "$1 $2 $3" in "is-enabled slurmd "|"is-enabled munge ") echo enabled;; '
              'is-enabled*) echo disabled; return 1;; "is-active -q munge") return 0;; is-active*) return 3;; '
              '"start slurmd ") return 0;; *) return 1;; esac; }; ')
-    out = subprocess.run(["sh", "-c", stubs + faults.heal_script(faults.UNITS)], capture_output=True, text=True,
-                         timeout=30)
+    script = faults.heal_script(faults.UNITS)
+    systemd_host = script.replace("/run/systemd/system", str(tmp_path))  # a directory that exists
+    out = subprocess.run(["sh", "-c", stubs + systemd_host], capture_output=True, text=True, timeout=30)
     assert (out.returncode, out.stdout) == (0, "started slurmd\n"), out
+    # A host without systemd (a container the roles run the daemons in): exit 78, nothing tried.
+    other = script.replace("/run/systemd/system", str(tmp_path / "absent"))
+    out = subprocess.run(["sh", "-c", stubs + other], capture_output=True, text=True, timeout=30)
+    assert (out.returncode, out.stdout) == (faults.NO_SYSTEMD_RC, ""), out
 
 
 def test_boot_ids_and_timeouts_are_parsed():
