@@ -9,18 +9,27 @@ from __future__ import annotations
 import click
 
 from provisioner.cli.common import name_option
+from provisioner.cli.options import ssh_options
 from provisioner.cluster.faults.registry import CLUSTER, FAULTS, Fault, Param
 from provisioner.errors import ClusterNotFound, UsageError
 
 _TYPES = {"text": click.STRING, "seconds": click.IntRange(min=0), "int": click.IntRange(min=0), "float": click.FLOAT}
 
 
-def _inject(name, verb, *args, **kwargs):
+def _inject(name, verb, *args, where=None, **kwargs):
     """``Injector(name).inject(verb, *args)``: a cluster fault under the cluster's lock, a job
     fault without it (cluster/faults/job.py says why); an unknown cluster is bad input here
-    (exit 2)."""
+    (exit 2). With --ssh (``where``: the ssh_options), the deployed cluster whose controller
+    that is, through its hosts' systemd (providers/ssh/faults.py)."""
     # lazy: the cluster model loads only when a fault command runs, not for --help
     from provisioner.named_clusters import Injector
+    if where and where.get("ssh"):
+        from provisioner.providers.ssh import open_cluster
+        from provisioner.providers.ssh.faults import check_available, run_fault
+        check_available(verb)
+        with open_cluster(where["ssh"], where["ssh_key"], where["known_hosts"], where["insecure_host_key"],
+                          probe_gpus=False) as cluster:
+            return run_fault(cluster, verb, *args, **kwargs)
     try:
         return Injector(name).inject(verb, *args, **kwargs)
     except ClusterNotFound as exc:
@@ -33,6 +42,7 @@ def command():
 
     \b
       simcluster fault kill node2          # slurmd and node2's job steps die (a crashed host)
+      simcluster fault reboot node2        # node2's host reboots; back when node2 takes jobs again
       simcluster fault pause node2         # SIGSTOP (docker: pause the container); fault resume node2
       simcluster fault kill-controller     # slurmctld dies; heal/up/start restart it from saved state
       simcluster fault stop-accounting     # slurmdbd down; jobs run, sacct catches up after heal
@@ -45,6 +55,15 @@ def command():
 
     Faults in effect are listed by 'simcluster status' (the job faults change only a job). Use --fast-failure clusters to see
     a dead node DOWN in ~12 s instead of ~80 s.
+
+    A cluster made by 'simcluster deploy': add --ssh USER@HOST (its controller; passwordless
+    sudo there and on the compute hosts, which are reached through it). kill, reboot, drain,
+    kill-controller, stop-accounting, heal, time-limit and preempt work there:
+
+    \b
+      simcluster fault kill node2 --ssh admin@ctl       # systemctl kill slurmd and node2's job steps
+      simcluster fault reboot node2 --ssh admin@ctl     # the host reboots; waits until node2 is back
+      simcluster fault heal --ssh admin@ctl             # start every stopped unit, resume the nodes
     """
 
 
@@ -59,14 +78,16 @@ def _option(param: Param):
 
 def _fault_command(fault: Fault):
     """The click command of one fault row."""
-    def run(name, target=None, **options):
+    def run(name, target=None, ssh=None, ssh_key=None, known_hosts=None, insecure_host_key=False, **options):
         args = () if target is None or fault.node_optional else (target,)
         values = [options[p.dest or p.flag.lstrip("-").replace("-", "_")] for p in fault.params]
         extra = {"progress": lambda m: click.echo(m, err=True)} if fault.progress else {}
         if fault.node_optional and target is not None:
             extra["node"] = target
-        click.echo(_inject(name, fault.verb, *args, *values, **extra))
+        where = dict(ssh=ssh, ssh_key=ssh_key, known_hosts=known_hosts, insecure_host_key=insecure_host_key)
+        click.echo(_inject(name, fault.verb, *args, *values, where=where, **extra))
     run.__name__ = fault.method
+    run = ssh_options(run)
     run = name_option(run)
     for param in reversed(fault.params):
         run = _option(param)(run)

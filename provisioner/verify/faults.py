@@ -34,9 +34,9 @@ FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEM
 def _injector(ctx: VerifyContext):
     inj = ctx.target.faults
     if inj is None:
-        raise CheckSkipped("fault injection needs a local or docker cluster")
+        raise CheckSkipped("fault injection needs a local, docker or deployed (--ssh) cluster")
     if not getattr(inj, "fast", False):
-        raise CheckSkipped("needs up --fast-failure")
+        raise CheckSkipped("needs up --fast-failure (a deployed cluster: failureDetection: fast in its spec)")
     return inj
 
 

@@ -34,8 +34,8 @@ def _when(ctx: VerifyContext, node: str, cond) -> Tuple[bool, Tuple[str, str]]:
 
 def check_gpu_faults(ctx: VerifyContext) -> Outcome:
     inj = ctx.target.faults
-    if inj is None:
-        raise CheckSkipped("fault injection needs a local or docker cluster")
+    if inj is None or not hasattr(inj, "gpu"):  # a deployed cluster's (--ssh) has no fake-GPU faults
+        raise CheckSkipped("fault gpu needs a local or docker cluster")
     node = next((n.name for n in ctx.spec.nodes if n.gpus), None) if ctx.spec.fake_gpus else None
     if node is None:
         raise CheckSkipped("the cluster has no fake GPUs (up --fake-gpus N)")

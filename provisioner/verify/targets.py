@@ -14,7 +14,7 @@ from typing import Dict, List, Optional
 
 from provisioner.cluster.model.command_runner import Runner
 from provisioner.cluster.model.jobfiles import JobFiles
-from provisioner.cluster.model.provider import NodeProcesses
+from provisioner.cluster.model.provider import NodeProcesses, ReadOnly
 from provisioner.cluster.model.slurm import SlurmClient
 from provisioner.cluster.services import rest
 from provisioner.config.types import ClusterSpec
@@ -111,8 +111,8 @@ class VerifyTarget:
     logs_hint: str  # where the daemon logs are, for a failed check's hint
     probe_runner: Optional[Runner] = None  # a machine that runs the jobs' python (default: the client's)
     # `verify --suite faults`: kill(node), kill_controller(), stop_accounting(), heal() and
-    # ``fast`` (provisioner.cluster.faults.kinds.Injector); None where simcluster cannot inject
-    # faults (a deployed cluster over SSH), and those checks SKIP.
+    # ``fast`` (named_clusters.Injector; a deployed cluster's: providers/ssh/faults.SSHFaults);
+    # None where simcluster cannot inject faults, and those checks SKIP.
     faults: Optional[object] = None
     # What the nodes have of a machine of their own (network, cgroups, /etc/slurm): node_facts.
     nodes: NodeFacts = field(default_factory=NodeFacts.unknown)
@@ -159,14 +159,16 @@ def target_for(name: str) -> VerifyTarget:
 def target_of(cluster) -> VerifyTarget:
     """The verify target of ``cluster`` (a provisioner.cluster.model.handle.Cluster), whichever
     provider made it: job files, python and GPU numbering from its placement and provider;
-    faults where the provider can list a node's processes (else those checks SKIP)."""
+    faults where the provider can list a node's processes or has an injector of its own (a
+    deployed cluster's, over SSH), else those checks SKIP."""
     pl, provider = cluster.placement, cluster.provider
     nodes = cluster.node_names
     return VerifyTarget(
         name=cluster.name, description=provider.describe(cluster.state, pl), spec=cluster.spec, client=cluster.client,
         files=provider.job_files(cluster.state, pl), python_bin=pl.python_bin, gpus_renumbered=pl.gpus_renumbered,
         install_hint=pl.install_hint, logs_hint=provider.logs_hint(cluster.state, pl),
-        faults=Injector(cluster.name) if isinstance(provider, NodeProcesses) else None,
+        faults=Injector(cluster.name) if isinstance(provider, NodeProcesses) else
+        provider.fault_injector(cluster) if isinstance(provider, ReadOnly) else None,
         nodes=node_facts(pl, bool(cluster.spec.fake_gpus)),
         # The jobs' python is asked where jobs run: a node (the controller may have none).
         probe_runner=cluster.runner(nodes[0]) if nodes else None,

@@ -107,3 +107,17 @@ def test_with_return_to_service_1_slurmctld_sees_the_reboot_and_requeues_the_job
         # The heal resumed the node slurmctld set DOWN for its reboot: it takes jobs again.
         assert c.run(["sinfo", "-h", "-n", "node2", "-o", "%T"]).stdout.strip() in ("idle", "mixed", "allocated")
         c.run(["scancel", job])
+
+
+def test_fault_reboot_is_a_kill_then_a_heal_of_that_node(crash):
+    # A local node has no host of its own to reboot: `fault reboot` kills it and heals it,
+    # which starts it again as a rebooted host, and returns once it takes jobs.
+    proc = run_cli(["fault", "reboot", "node2", "--name", crash.name], crash.home, check=True)
+    assert proc.stdout.startswith("rebooted node2 (killed, then started again as a rebooted host): node2 idle after "), \
+        proc.stdout
+    assert "waiting for" in proc.stderr, proc.stderr
+    assert crash.run(["sinfo", "-h", "-n", "node2", "-o", "%T"]).stdout.strip() == "idle"
+    # Nothing is left in effect: the kill's record went with the heal.
+    status = run_cli(["status", "--name", crash.name, "--json"], crash.home, check=True).stdout
+    assert '"what": "kill"' not in status, status
+    assert crash.run(["srun", "-N2", "true"]).returncode == 0

@@ -168,6 +168,9 @@ class VMCluster:
                    "LinkLocalAddressing=no\nIPv6AcceptRA=no\n")
         # The address now (ip) and at every boot (networkd's file, read at boot: reloading
         # networkd here would reconfigure the user-network NIC too, under the ssh connection).
+        # network-online.target waits for it at boot (the image masks networkd's wait-online
+        # for its own quick boots): Debian's slurmd.service starts after that target, and a
+        # slurmd started before its NodeAddr exists exits at once (seen on a rebooted node1).
         vm.run(f"""set -e
             hostnamectl set-hostname {vm.hostname}
             printf '127.0.0.1 localhost\\n::1 localhost ip6-localhost\\n%s' {shlex.quote(hosts)} > /etc/hosts
@@ -175,6 +178,8 @@ class VMCluster:
             dev=$(ip -br link | awk '$3 == "{vm.mac}" {{print $1}}')
             ip addr add {vm.addr}/24 dev "$dev"
             ip link set dev "$dev" up
+            systemctl unmask systemd-networkd-wait-online.service
+            systemctl enable systemd-networkd-wait-online.service
             rm -f /root/.ssh/authorized_keys
             echo 'PermitRootLogin no' > /etc/ssh/sshd_config.d/00-no-root-login.conf
             systemctl reload ssh
@@ -195,7 +200,13 @@ class VMCluster:
             time.sleep(2)
 
     def known_hosts(self, path: Path) -> Path:
-        path.write_text("".join(m.host_key_line() + "\n" for m in self.machines.values()))
+        """Each guest's host key at its forwarded port, and at its cluster address (port 22):
+        how `fault --ssh` reaches a compute host, jumped through the controller."""
+        lines = []
+        for m in self.machines.values():
+            line = m.host_key_line()
+            lines += [line, f"{m.addr} {line.split(None, 1)[1]}"]
+        path.write_text("".join(f"{line}\n" for line in lines))
         return path
 
     def inventory(self, path: Path, *, controller: str, compute: Sequence[str], cluster: str,

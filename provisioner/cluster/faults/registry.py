@@ -129,10 +129,34 @@ def undo_first_faults(c: Cluster) -> List[str]:
     return undone
 
 
+def reboot(c: Cluster, node: str, timeout: Optional[float] = None, progress: Progress = lambda line: None) -> str:
+    """`fault reboot NODE` on a cluster of this machine: the node crashes (`fault kill`) and
+    comes back as a rebooted host (heal of that node: its repair starts slurmd again, Slurm
+    sees the node register anew). A deployed cluster's host really reboots
+    (providers/ssh/faults.py)."""
+    t0 = time.monotonic()
+    kill.kill_node(c, node)
+    heal(c, timeout, progress, node=node)
+    state = c.client.node_states(timeout=20) or {}
+    now = state[node].state if node in state else "back"
+    return f"rebooted {node} (killed, then started again as a rebooted host): {node} {now} after {time.monotonic() - t0:.1f}s"
+
+
 FAULTS: Tuple[Fault, ...] = (
     Fault("kill", NODE, kill.kill_node,
           "SIGKILL a node's slurmd, slurmstepd and job tasks (like a crashed host; local: off its "
           "network first, and heal brings it back rebooted).", needs=NodeProcesses),
+    Fault("reboot", NODE, reboot,
+          """Reboot a node's host and wait until the node is back in Slurm.
+
+    A deployed cluster (--ssh): the host really reboots (systemctl reboot); the command
+    waits for SSH with a new boot id, then for the node to answer Slurm (the controller's
+    host: slurmctld too). Local and docker clusters: 'fault kill' and then 'fault heal NODE',
+    which starts the node again as a rebooted host.
+    """,
+          params=(Param("--wait", "SECONDS", "How long to wait for the host and its node  [default: 600 over "
+                        "--ssh, else the cluster's --wait]", type="float", dest="timeout"),),
+          undone_by="", needs=NodeProcesses, progress=True),
     Fault("pause", NODE, pause.pause_node,
           "Freeze a node: SIGSTOP its slurmd and job steps (docker: pause its container).",
           undone_by="resume", node_problem="paused by 'simcluster fault pause'", needs=NodeProcesses),

@@ -230,6 +230,12 @@ class ReadOnly(ABC):
         the cluster's network: the same, where this machine reaches that network."""
         return url
 
+    def fault_injector(self, cluster) -> Optional[object]:
+        """What injects faults into ``cluster`` (a Cluster of this provider): an object with
+        the methods of named_clusters.Injector (kill, kill_controller, stop_accounting, heal
+        ...) and ``fast``; None where simcluster cannot (verify's fault checks SKIP)."""
+        return None
+
 
 class Scalable(ABC):
     """A provider whose clusters take and lose nodes while running (`simcluster scale`,

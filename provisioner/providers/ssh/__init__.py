@@ -28,11 +28,12 @@ def connect(ssh: str, key_file: Optional[str] = None, known_hosts: Optional[str]
 
 @contextmanager
 def open_cluster(ssh: str, key_file: Optional[str] = None, known_hosts: Optional[str] = None,
-                 insecure_host_key: bool = False) -> Iterator[Cluster]:
+                 insecure_host_key: bool = False, probe_gpus: bool = True) -> Iterator[Cluster]:
     """The deployed cluster whose controller is ``ssh`` (USER@HOST[:PORT]), as a Cluster;
-    the connection closes when the block ends."""
+    the connection closes when the block ends. ``probe_gpus``: ask the nodes whether their
+    GPUs are fake (SSHProvider)."""
     with connect(ssh, key_file, known_hosts, insecure_host_key) as session:
-        provider = SSHProvider.of_session(session)
+        provider = SSHProvider.of_session(session, probe_gpus)
         state = provider.discover("")
         assert state is not None  # a connected provider always answers (a dead controller: stopped)
         yield Cluster(state, provider)

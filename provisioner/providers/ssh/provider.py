@@ -74,13 +74,17 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
     name = "ssh"
     poll_s = 0.5  # squeue over SSH costs a round trip: ask less often than on this host
 
-    def __init__(self, controller: Optional[Runner] = None, target: str = ""):
+    def __init__(self, controller: Optional[Runner] = None, target: str = "", probe_gpus: bool = True):
         self._controller = controller
         self.target = target
+        # Ask the GPU nodes whether their devices are fake (one srun). `fault --ssh` does not:
+        # its srun, a job of seconds, would be in flight when `fault kill-controller` follows,
+        # and slurmctld would recover it RUNNING from state saved before it ended.
+        self.probe_gpus = probe_gpus
 
     @classmethod
-    def of_session(cls, session: SSHSession) -> "SSHProvider":
-        return cls(SSHRunner(session), str(session.target))
+    def of_session(cls, session: SSHSession, probe_gpus: bool = True) -> "SSHProvider":
+        return cls(SSHRunner(session), str(session.target), probe_gpus)
 
     # -- the core ---------------------------------------------------------------------------------
     def provision(self, spec: ClusterSpec, state: ClusterState, progress: Progress) -> None:
@@ -102,7 +106,7 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
         config = parse_config(res.stdout) if res.ok else {}
         cluster = read_cluster_with(client, config)
         spec = cluster.spec(fake_gpus=False)
-        fake = bool(probe_gpus_fake(cluster, spec)) if res.ok else cluster.device_files_fake()
+        fake = bool(probe_gpus_fake(cluster, spec)) if res.ok and self.probe_gpus else cluster.device_files_fake()
         spec = cluster.spec(fake_gpus=fake)
         target = self.target
         nodes = {n["NodeName"]: n for n in cluster.nodes if n.get("NodeName")}
@@ -250,6 +254,14 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
             if data is not None:
                 found[name] = data
         return found
+
+    def fault_injector(self, cluster) -> Optional[object]:
+        """SSHFaults: the faults of `simcluster fault --ssh`, through the hosts' systemd (None
+        for a controller reached otherwise than by an SSH session)."""
+        if getattr(self._controller, "session", None) is None:
+            return None
+        from provisioner.providers.ssh.faults import SSHFaults  # lazy: only verify's fault suite needs it
+        return SSHFaults(cluster)
 
     # -- ExtraLogs ----------------------------------------------------------------------------------
     def extra_logs(self, state: ClusterState, out_dir: Path) -> List[Path]:

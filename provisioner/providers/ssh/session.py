@@ -95,8 +95,13 @@ class SSHSession:
     """One SSH connection: run commands, copy files. Use as a context manager."""
 
     def __init__(self, target: Target, key_file: Optional[str] = None, known_hosts: Optional[str] = None,
-                 accept_unknown_host_key: bool = False, timeout: float = 10.0):
+                 accept_unknown_host_key: bool = False, timeout: float = 10.0, via: Optional["SSHSession"] = None):
         self.target = target
+        # A connected session whose host reaches ``target`` (ssh -J): the connection goes
+        # through a direct-tcpip channel of its transport, so a host on the cluster's private
+        # network is reached wherever its controller is. Host keys are still checked under
+        # ``target``'s own address.
+        self.via = via
         self.key_file = key_file
         self.known_hosts = known_hosts
         self.accept_unknown = accept_unknown_host_key
@@ -123,7 +128,7 @@ class SSHSession:
     def connect(self) -> "SSHSession":
         paramiko = _paramiko()
         t = self.target
-        where = f"{t.host}:{t.port}"
+        where = f"{t.host}:{t.port}" + (f" (through {self.via.target.host})" if self.via is not None else "")
         if self.key_file and not Path(self.key_file).is_file():
             raise UsageError(f"SSH key {self.key_file} does not exist", "check --ssh-key")
         client = paramiko.SSHClient()
@@ -134,10 +139,11 @@ class SSHSession:
         else:
             client.load_system_host_keys()
         client.set_missing_host_key_policy(_AcceptUnknown() if self.accept_unknown else paramiko.RejectPolicy())
+        sock = self.via.tunnel(t.host, t.port) if self.via is not None else None
         try:
             client.connect(t.host, port=t.port, username=t.user, key_filename=self.key_file,
                            look_for_keys=self.key_file is None, allow_agent=self.key_file is None,
-                           timeout=self.timeout, banner_timeout=self.timeout, auth_timeout=self.timeout)
+                           timeout=self.timeout, banner_timeout=self.timeout, auth_timeout=self.timeout, sock=sock)
         except socket.gaierror:
             raise HostUnreachable(f"cannot reach host {where}: the name does not resolve",
                                   "check the host name given to --ssh") from None
@@ -156,6 +162,8 @@ class SSHSession:
             raise HostUnreachable(f"cannot reach host {where}: {reason}", "is sshd running there?") from None
         except (socket.timeout, TimeoutError):
             raise HostUnreachable(f"cannot reach host {where}: no answer within {self.timeout:.0f}s") from None
+        except EOFError:  # sshd closed the connection in the handshake (a host shutting down or booting)
+            raise HostUnreachable(f"cannot reach host {where}: the connection closed during the SSH handshake") from None
         except OSError as exc:
             raise HostUnreachable(f"cannot reach host {where}: {exc.strerror or exc}") from None
         self._client = client
@@ -164,10 +172,18 @@ class SSHSession:
     def _other_ssh_error(self, exc, where: str):
         t = self.target
         if "not found in known_hosts" in str(exc):
-            hint = (f"add it: ssh-keyscan -p {t.port} {t.host} >> ~/.ssh/known_hosts after checking it, "
+            port = f"-p {t.port} " if t.port != 22 else ""
+            scan = f"ssh-keyscan {port}{t.host}" + (f" on {self.via.target.host}" if self.via is not None else "")
+            hint = (f"add it: {scan} >> {self.known_hosts or '~/.ssh/known_hosts'} after checking it, "
                     "or on a test rig pass --insecure-accept-host-key")
             raise HostKeyError(f"host key of {where} is not known (host key checking is on)", hint) from None
         raise RemoteError(f"SSH to {where} failed: {exc}") from None
+
+    @property
+    def connected(self) -> bool:
+        """Connected, and the connection still up (not cut by a reboot of either end)."""
+        transport = self._client.get_transport() if self._client is not None else None
+        return transport is not None and transport.is_active()
 
     def __enter__(self) -> "SSHSession":
         return self.connect() if self._client is None else self
@@ -186,6 +202,22 @@ class SSHSession:
         self._client = self._sftp = None
 
     # -- a port of the host's network, reached from here -----------------------------------
+    def tunnel(self, host: str, port: int):
+        """A channel to ``host:port`` as this session's host reaches it (a direct-tcpip channel:
+        what ssh -J opens); a socket-like object for another session's ``via``."""
+        paramiko = _paramiko()
+        transport = self._client.get_transport() if self._client is not None else None
+        if transport is None or not transport.is_active():
+            raise HostUnreachable(f"cannot reach host {host}:{port}: the SSH connection to {self.target.host} is closed")
+        try:
+            return transport.open_channel("direct-tcpip", (host, port), ("127.0.0.1", 0), timeout=self.timeout)
+        except paramiko.ChannelException as exc:  # sshd there could not connect (host down, port closed)
+            raise HostUnreachable(f"cannot reach host {host}:{port} from {self.target.host}: "
+                                  f"{exc.text or 'connect failed'}",
+                                  "is the host up and its sshd running? (its address is the node's NodeAddr)") from None
+        except (paramiko.SSHException, EOFError, OSError) as exc:
+            raise HostUnreachable(f"cannot reach host {host}:{port} from {self.target.host}: {exc}") from None
+
     def forward(self, host: str, port: int) -> int:
         """A port on 127.0.0.1 of this machine whose connections go through this SSH connection
         to ``host:port`` as the remote host reaches it (ssh -L): services that listen only on

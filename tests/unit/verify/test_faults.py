@@ -11,8 +11,8 @@ from provisioner.verify.outcome import CheckSkipped
 
 
 @pytest.mark.parametrize("injector, reason", [
-    (None, "fault injection needs a local or docker cluster"),
-    (SimpleNamespace(fast=False), "needs up --fast-failure"),
+    (None, "fault injection needs a local, docker or deployed (--ssh) cluster"),
+    (SimpleNamespace(fast=False), "needs up --fast-failure (a deployed cluster: failureDetection: fast in its spec)"),
 ])
 @pytest.mark.parametrize("check", [faults.check_requeue_resume, faults.check_controller_restart,
                                    faults.check_accounting_outage])
