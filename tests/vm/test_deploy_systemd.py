@@ -11,13 +11,15 @@ roles' units; the project's configs) -> the units run under systemd, slurmd's jo
 delegated cgroup v2 subtree, only Slurm's ports open to the network -> a job has its sacct row
 -> `status --ssh` is healthy (accounting and REST too) and shows each host's services as
 systemd reports them -> `verify --ssh --suite basic,rest` passes, basic.limits included (a job
-over its --mem ends OUT_OF_MEMORY) -> a second deploy changes nothing -> slurmd killed: the
-unit stays down (no Restart= in Debian's unit), Slurm marks the node not responding,
-`systemctl start` brings it back -> node2 rebooted: back and idle by itself -> the
-controller's VM rebooted with a job queued: the job runs after it, no accounting row lost ->
-`deploy --check` with one more partition shows slurm.conf's diff and changes nothing -> that
-spec applied while a job runs: the partition is there, the job ends COMPLETED. Every qemu is
-stopped by the fixture, also on failure.
+over its --mem ends OUT_OF_MEMORY) -> [a second deploy changes nothing] -> the faults over
+SSH (tests/vm/deploy_faults.py): `fault kill node2` (the unit stays down, Slurm marks the
+node DOWN; `fault heal` starts it), `fault kill-controller` and `stop-accounting` healed,
+`verify --ssh --suite faults`, `fault reboot node2` (back and idle by itself, no unit
+failed), `fault reboot node1`, the controller's host, with a job queued (the job runs after
+it, no accounting row lost) -> [`deploy --check` with one more partition shows slurm.conf's
+diff and changes nothing -> that spec applied while a job runs: the partition is there, the
+job ends COMPLETED]. In brackets: the redeploys, run by `make test-vm-deploy` only. Every
+qemu is stopped by the fixture, also on failure.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import run_cli
+from tests.vm import deploy_faults
 from tests.vm.cluster import VMCluster
 from tests.vm.machine import qemu_missing
 
@@ -134,11 +137,6 @@ def wait_for(what, predicate, timeout: float, interval: float = 3.0):
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
         time.sleep(interval)
-
-
-def node_state(rig, node: str) -> str:
-    out = rig.vm("node1").run(f"sinfo -h -n {node} -o %t", user="runner", timeout=60).stdout.split()
-    return out[0] if out else ""
 
 
 def test_hosts_are_systemd_cgroup_v2_and_refuse_root(rig):
@@ -257,61 +255,39 @@ def test_second_deploy_changes_nothing(deployed, setup):
     assert "changed:" not in proc.stderr, proc.stderr
 
 
-def test_killed_slurmd_stays_down_and_slurm_marks_the_node(deployed, rig):
-    vm = rig.vm("node2")
-    vm.run("systemctl kill -s KILL slurmd", check=True)
-    # Debian's slurmd.service has no Restart=: the unit stays down and Slurm notices.
-    t0 = time.monotonic()
-    state = wait_for("node2 to be marked not responding",
-                     lambda: (lambda s: s if s.endswith("*") or s.startswith("down") else "")(node_state(rig, "node2")),
-                     timeout=240, interval=5)
-    TIMINGS["slurmd_killed_to_not_responding"] = round(time.monotonic() - t0, 1)
-    assert vm.run("systemctl is-active slurmd").stdout.strip() in ("failed", "inactive")
-    # What an administrator does (and what the next `deploy` does: its "Start slurmd" task).
-    vm.run("systemctl start slurmd", check=True)
-    t0 = time.monotonic()
-    wait_for("node2 idle again", lambda: node_state(rig, "node2") == "idle", timeout=240)
-    TIMINGS["slurmd_started_to_idle"] = round(time.monotonic() - t0, 1)
-    print(f"\nslurmd killed: node2 {state} after {TIMINGS['slurmd_killed_to_not_responding']}s; "
-          f"idle {TIMINGS['slurmd_started_to_idle']}s after systemctl start")
+def test_fault_errors_over_ssh_are_one_line(deployed, setup, rig):
+    deploy_faults.check_fault_errors(setup, rig)
 
 
-def test_compute_vm_rebooted_comes_back_idle(deployed, rig):
-    seconds = rig.vm("node2").reboot()
-    t0 = time.monotonic()
-    wait_for("node2 idle after its reboot", lambda: node_state(rig, "node2") == "idle", timeout=240)
-    TIMINGS["node2_reboot_to_ssh"] = seconds
-    TIMINGS["node2_ssh_to_idle"] = round(time.monotonic() - t0, 1)
-    assert rig.vm("node2").run("systemctl is-active munge slurmd").stdout.split() == ["active", "active"]
+def test_fault_kill_of_a_compute_host_then_heal(deployed, setup, rig):
+    # Debian's slurmd.service has no Restart=: the unit stays down, Slurm marks the node DOWN
+    # (failureDetection: fast), and `fault heal` starts it.
+    TIMINGS.update(deploy_faults.check_fault_kill(setup, rig))
 
 
-def test_controller_rebooted_with_a_job_queued_loses_no_job(deployed, rig):
+def test_fault_kill_controller_and_stop_accounting_then_heal(deployed, setup, rig):
+    TIMINGS.update(deploy_faults.check_fault_controller_and_accounting(setup, rig))
+
+
+def test_verify_faults_suite_over_ssh(deployed, setup, rig):
+    TIMINGS.update(deploy_faults.check_verify_faults_suite(setup, rig))
+
+
+def test_fault_reboot_of_a_compute_host(deployed, setup, rig):
+    TIMINGS.update(deploy_faults.check_fault_reboot_compute(setup, rig))
+    # What the host runs came back with it, and nothing else: Debian's slurmctld and slurmdbd
+    # units, which the image's packages enabled, were turned off by the deploy.
+    failed = rig.vm("node2").run("systemctl --failed --no-legend --plain", check=True).stdout.strip()
+    assert failed == "", f"units failed on node2 after its reboot:\n{failed}"
+    assert rig.vm("node2").run("systemctl is-enabled slurmctld slurmdbd").stdout.split() == ["disabled"] * 2
+
+
+def test_fault_reboot_of_the_controllers_host_loses_no_job(deployed, rig, setup):
+    TIMINGS.update(deploy_faults.check_fault_reboot_controller_keeps_jobs(setup, rig))
     ctl = rig.vm("node1")
-    # A job held in the queue across the controller's reboot; released after it, it runs.
-    sub = ctl.run("sbatch --parsable --hold -N1 -o /tmp/held-%j.out --wrap 'hostname'", user="runner", check=True)
-    job = sub.stdout.strip().split(";")[0]
-    seconds = ctl.reboot()
-    TIMINGS["controller_reboot_to_ssh"] = seconds
-    t0 = time.monotonic()
-    wait_for("slurmctld answering after the reboot",
-             lambda: ctl.run("scontrol ping", user="runner", timeout=60).stdout.count("UP") >= 1, timeout=240)
-    wait_for("both nodes idle", lambda: sinfo(rig).split() == ["node1", "idle", "node2", "idle"], timeout=240)
-    TIMINGS["controller_ssh_to_idle"] = round(time.monotonic() - t0, 1)
-    state = ctl.run(f"squeue -h -j {job} -o %T", user="runner", check=True).stdout.strip()
-    assert state == "PENDING", f"job {job} after the controller's reboot: {state!r}"
-    ctl.run(f"scontrol release {job}", user="runner", check=True)
-    wait_for(f"job {job} to finish",
-             lambda: ctl.run(f"squeue -h -j {job} -o %T", user="runner").stdout.strip() in ("", "COMPLETED"),
-             timeout=240)
-    end = ctl.run(f"scontrol show job {job} -o", user="runner").stdout
-    assert "JobState=COMPLETED" in end or end == "", end
-    # slurmdbd and MariaDB came back with the host (enabled units): no accounting row lost.
-    assert ctl.run("systemctl is-active simcluster-mariadb slurmdbd simcluster-slurmrestd").stdout.split() == \
-        ["active"] * 3
-    for done in ACCOUNTED + [job]:
-        wait_for(f"job {done} COMPLETED in sacct after the controller's reboot",
-                 lambda: ctl.run(f"sacct -n -X -P -j {done} -o State", user="runner").stdout.split() == ["COMPLETED"],
-                 timeout=240)
+    # Every job sacct showed before the reboots still has its row.
+    for done in ACCOUNTED:
+        assert ctl.run(f"sacct -n -X -P -j {done} -o State", user="runner").stdout.split() == ["COMPLETED"], done
 
 
 def changed_spec(setup) -> Path:
