@@ -275,11 +275,12 @@ def test_verify_faults_suite_over_ssh(deployed, setup, rig):
 
 def test_fault_reboot_of_a_compute_host(deployed, setup, rig):
     TIMINGS.update(deploy_faults.check_fault_reboot_compute(setup, rig))
-    # What the host runs came back with it, and nothing else: Debian's slurmctld and slurmdbd
-    # units, which the image's packages enabled, were turned off by the deploy.
+    # What the host runs came back with it, and nothing else: Debian's slurmctld, slurmdbd and
+    # slurmrestd units, which the image's packages enabled, were turned off by the deploy.
     failed = rig.vm("node2").run("systemctl --failed --no-legend --plain", check=True).stdout.strip()
     assert failed == "", f"units failed on node2 after its reboot:\n{failed}"
-    assert rig.vm("node2").run("systemctl is-enabled slurmctld slurmdbd").stdout.split() == ["disabled"] * 2
+    assert rig.vm("node2").run("systemctl is-enabled slurmctld slurmdbd slurmrestd").stdout.split() == \
+        ["disabled"] * 3
 
 
 def test_fault_reboot_of_the_controllers_host_loses_no_job(deployed, rig, setup):
