@@ -417,12 +417,17 @@ def _grace_signal(client: SlurmClient, job: RunningJob, sig: Optional[WarnSignal
     return sig is not None
 
 
+# Job states in which the job has not ended: SIGNALING is RUNNING while slurmctld delivers a
+# signal (the grace signal itself, on a loaded host for seconds), not an end.
+STILL_RUNNING = frozenset({"RUNNING", "SIGNALING", "CONFIGURING", "SUSPENDED", "STOPPED"})
+
+
 def _wait_grace(client: SlurmClient, job_id: str, grace_s: int) -> Optional[str]:
     """Wait the GraceTime out (slurmctld too acts only once it is over); the job's state if
     it ended meanwhile (its trap exited), else None."""
     def ended() -> Tuple[bool, str]:
         state = _still_running(client, job_id)
-        return state != "RUNNING", state
+        return state not in STILL_RUNNING, state
     try:
         return poll_until(ended, grace_s, first_delay=0.5, max_delay=1.0)
     except WaitTimeout:

@@ -217,3 +217,20 @@ def test_parse_config_keeps_an_empty_value_to_its_own_line():
     # `scontrol show config` prints "PowerPlugin             = " with nothing after it.
     text = "PowerPlugin             = \nPreemptMode             = CANCEL\nKillWait                = 5 sec\n"
     assert jobfaults.parse_config(text) == {"PowerPlugin": "", "PreemptMode": "CANCEL", "KillWait": "5 sec"}
+
+
+@pytest.mark.parametrize("states, ended", [
+    (["SIGNALING", "RUNNING", "SIGNALING"], None),  # the grace signal being delivered: not an end
+    (["RUNNING", "SIGNALING", "COMPLETING"], "COMPLETING"),  # its trap exited
+    (["RUNNING", "COMPLETED"], "COMPLETED"),
+    (["gone"], "gone"),
+])
+def test_grace_ends_only_on_a_state_that_is_an_end(monkeypatch, states, ended):
+    seen = iter(states)
+    last = {"state": states[-1]}
+
+    def state(client, job_id):
+        last["state"] = next(seen, last["state"])
+        return last["state"]
+    monkeypatch.setattr(jobfaults, "_still_running", state)
+    assert jobfaults._wait_grace(None, "7", 2) == ended
