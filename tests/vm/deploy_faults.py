@@ -18,9 +18,11 @@ import re
 import time
 from typing import Dict, List
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, wait_for
 
 CONTROLLER, COMPUTE = "node1", "node2"
+# Each poll is a command over SSH in a TCG guest: every few seconds, not every 0.3 s.
+GUEST_POLL_S = 3.0
 
 
 def fault(setup, *args, timeout: float = 900):
@@ -31,17 +33,6 @@ def fault(setup, *args, timeout: float = 900):
 def _sinfo(rig) -> Dict[str, str]:
     out = rig.vm(CONTROLLER).run("sinfo -h -N -o '%N %t'", user="runner", timeout=60).stdout
     return dict(line.split()[:2] for line in out.splitlines() if len(line.split()) >= 2)
-
-
-def _wait(what: str, predicate, timeout: float, interval: float = 3.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
 
 
 def _units(rig, name: str, units: List[str]) -> List[str]:
@@ -58,7 +49,7 @@ def _after_reboot(rig, name: str) -> None:
 
 
 def _healthy(rig) -> None:
-    _wait("both nodes idle", lambda: _sinfo(rig) == {CONTROLLER: "idle", COMPUTE: "idle"}, timeout=240)
+    wait_for("both nodes idle", lambda: _sinfo(rig) == {CONTROLLER: "idle", COMPUTE: "idle"}, timeout=240, poll=GUEST_POLL_S)
 
 
 def check_fault_kill(setup, rig) -> Dict[str, float]:
@@ -68,10 +59,10 @@ def check_fault_kill(setup, rig) -> Dict[str, float]:
     ctl = rig.vm(CONTROLLER)
     job = ctl.run(f"sbatch --parsable --no-requeue -w {COMPUTE} -o /dev/null --wrap 'sleep 600'", user="runner",
                   check=True).stdout.strip()
-    _wait(f"job {job} running", lambda: ctl.run(f"squeue -h -j {job} -o %T", user="runner").stdout.strip()
-          == "RUNNING", timeout=240)
-    _wait(f"job {job}'s sleep on {COMPUTE}", lambda: rig.vm(COMPUTE).run("pgrep -x sleep").returncode == 0,
-          timeout=120)
+    wait_for(f"job {job} running", lambda: ctl.run(f"squeue -h -j {job} -o %T", user="runner").stdout.strip()
+          == "RUNNING", timeout=240, poll=GUEST_POLL_S)
+    wait_for(f"job {job}'s sleep on {COMPUTE}", lambda: rig.vm(COMPUTE).run("pgrep -x sleep").returncode == 0,
+          timeout=120, poll=GUEST_POLL_S)
     t0 = time.monotonic()
     proc = fault(setup, "kill", COMPUTE)
     assert proc.returncode == 0, proc.stderr
@@ -81,7 +72,7 @@ def check_fault_kill(setup, rig) -> Dict[str, float]:
     # A crashed host's Slurm: no slurmd, no slurmstepd, no job task; the unit stays down.
     assert rig.vm(COMPUTE).run("systemctl is-active slurmd").stdout.strip() in ("failed", "inactive")
     assert rig.vm(COMPUTE).run("pgrep -x slurmd; pgrep -x slurmstepd; pgrep -x sleep").stdout.strip() == ""
-    _wait(f"{COMPUTE} DOWN", lambda: _sinfo(rig).get(COMPUTE, "").startswith("down"), timeout=240, interval=2)
+    wait_for(f"{COMPUTE} DOWN", lambda: _sinfo(rig).get(COMPUTE, "").startswith("down"), timeout=240, poll=2)
     down_s = round(time.monotonic() - t0, 1)
     t0 = time.monotonic()
     healed = fault(setup, "heal")
@@ -127,8 +118,9 @@ def check_fault_reboot_controller_keeps_jobs(setup, rig) -> Dict[str, float]:
     _healthy(rig)
     ctl = rig.vm(CONTROLLER)
     done = ctl.run("sbatch --parsable -N1 -o /dev/null --wrap true", user="runner", check=True).stdout.strip()
-    _wait(f"job {done} COMPLETED in sacct", lambda: ctl.run(f"sacct -n -X -P -j {done} -o State",
-                                                            user="runner").stdout.split() == ["COMPLETED"], 240)
+    wait_for(f"job {done} COMPLETED in sacct", lambda: ctl.run(f"sacct -n -X -P -j {done} -o State",
+                                                            user="runner").stdout.split() == ["COMPLETED"], 240,
+             GUEST_POLL_S)
     held = ctl.run("sbatch --parsable --hold -N1 -o /dev/null --wrap hostname", user="runner",
                    check=True).stdout.strip()
     # slurmctld saves its job state at most every 5 s (docs/faults.md): the held job is in it.
@@ -146,9 +138,9 @@ def check_fault_reboot_controller_keeps_jobs(setup, rig) -> Dict[str, float]:
     assert ctl.run(f"squeue -h -j {held} -o %T", user="runner", check=True).stdout.strip() == "PENDING"
     ctl.run(f"scontrol release {held}", user="runner", check=True)
     for job in (done, held):
-        _wait(f"job {job} COMPLETED in sacct after the controller's reboot",
+        wait_for(f"job {job} COMPLETED in sacct after the controller's reboot",
               lambda: ctl.run(f"sacct -n -X -P -j {job} -o State", user="runner").stdout.split() == ["COMPLETED"],
-              timeout=240)
+              timeout=240, poll=GUEST_POLL_S)
     print(f"\nfault reboot {CONTROLLER}: {proc.stdout.strip()}")
     return {"fault_reboot_controller_ssh": float(m.group(2)), "fault_reboot_controller_node": float(m.group(5))}
 

@@ -33,8 +33,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import run_cli, wait_for
 from tests.vm import deploy_faults
+from tests.vm.deploy_faults import GUEST_POLL_S
 from tests.vm.cluster import VMCluster
 from tests.vm.machine import qemu_missing
 
@@ -128,17 +129,6 @@ def sinfo(rig, fmt="%N %t") -> str:
     return rig.vm("node1").run(f"sinfo -h -N -o '{fmt}'", user="runner", timeout=60).stdout
 
 
-def wait_for(what, predicate, timeout: float, interval: float = 3.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f}s waiting for {what}")
-        time.sleep(interval)
-
-
 def test_hosts_are_systemd_cgroup_v2_and_refuse_root(rig):
     for name, vm in rig.machines.items():
         res = vm.run("ps -p 1 -o comm=; stat -fc %T /sys/fs/cgroup; hostname; sudo -n id -u", user="runner",
@@ -206,7 +196,7 @@ def test_a_job_has_its_accounting_row(deployed, rig):
     ACCOUNTED.append(job)
     wait_for(f"job {job} in sacct as COMPLETED",
              lambda: ctl.run(f"sacct -n -X -P -j {job} -o State,ExitCode", user="runner").stdout.split()
-             == ["COMPLETED|0:0"], timeout=240)
+             == ["COMPLETED|0:0"], timeout=240, poll=GUEST_POLL_S)
 
 
 def test_status_over_ssh_as_the_sudo_user(deployed, setup):
@@ -338,7 +328,7 @@ def test_changed_spec_applied_while_a_job_runs(deployed, setup, rig):
                   "--wrap 'while [ ! -e /home/runner/release-kept ]; do sleep 2; done; echo survived'",
                   user="runner", check=True).stdout.strip()
     wait_for(f"job {job} running", lambda: ctl.run(f"squeue -h -j {job} -o %T", user="runner").stdout.strip()
-             == "RUNNING", timeout=240)
+             == "RUNNING", timeout=240, poll=GUEST_POLL_S)
     t0 = time.monotonic()
     proc = run_cli(["deploy", "-i", str(setup["inventory"]), "-c", str(changed_spec(setup))], setup["home"],
                    timeout=1800)
@@ -354,5 +344,5 @@ def test_changed_spec_applied_while_a_job_runs(deployed, setup, rig):
     rig.vm("node2").run("touch /home/runner/release-kept", check=True)
     wait_for(f"job {job} COMPLETED in sacct",
              lambda: ctl.run(f"sacct -n -X -P -j {job} -o State,ExitCode", user="runner").stdout.split()
-             == ["COMPLETED|0:0"], timeout=240)
+             == ["COMPLETED|0:0"], timeout=240, poll=GUEST_POLL_S)
     assert rig.vm("node2").run(f"cat /home/runner/kept-{job}.out", check=True).stdout.strip() == "survived"
