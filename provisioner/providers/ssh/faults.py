@@ -41,25 +41,10 @@ from provisioner.errors import SimclusterError, UsageError
 from provisioner.progress import Progress
 from provisioner.providers.ssh.remote_runners import SSHRunner
 from provisioner.providers.ssh.session import HostKeyError, RemoteError, SSHSession, Target
+from provisioner.providers.ssh.units import host_units
 
 # The verbs a deployed cluster has (the others need this machine's processes or containers).
 SSH_VERBS = ("kill", "reboot", "drain", "kill-controller", "stop-accounting", "heal", "time-limit", "preempt")
-# The roles' units, in the order heal starts them (each after what it needs). A host runs
-# only its own (host_units): Debian's packages install and enable slurmctld and slurmdbd on
-# every host, where they would fail (or worse) if started.
-UNITS = ("munge", "simcluster-mariadb", "slurmdbd", "slurmctld", "slurmd", "simcluster-slurmrestd")
-
-
-def host_units(controller: bool, compute: bool, accounting: bool, rest: bool) -> Tuple[str, ...]:
-    """The units the roles run on a host: the controller's (slurmctld; slurmdbd and its
-    MariaDB with accounting; slurmrestd with rest), a compute node's (slurmd), munge on all."""
-    wanted = {"munge"}
-    if controller:
-        wanted |= {"slurmctld"} | ({"simcluster-mariadb", "slurmdbd"} if accounting else set()) | \
-            ({"simcluster-slurmrestd"} if rest else set())
-    if compute:
-        wanted.add("slurmd")
-    return tuple(u for u in UNITS if u in wanted)
 # Appended to a drain's reason: heal resumes only the drains `fault drain` made (there is no
 # state file to remember them by), never an administrator's.
 DRAIN_MARK = "[simcluster fault]"

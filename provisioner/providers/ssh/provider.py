@@ -15,7 +15,7 @@ from __future__ import annotations
 import posixpath
 import urllib.parse
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Sequence
 
 from provisioner.cluster.model.command_runner import Runner
 from provisioner.cluster.model.jobfiles import JobFiles
@@ -32,6 +32,7 @@ from provisioner.providers.ssh.cluster import (ControllerUnavailable, _int, node
 from provisioner.providers.ssh.files import RUN_ROOT, SSHJobFiles
 from provisioner.providers.ssh.remote_runners import ComputeNodeRunner, SSHRunner
 from provisioner.providers.ssh.session import SSHSession
+from provisioner.providers.ssh.units import host_units
 from provisioner.render import RenderInputs
 
 # ansible/roles/training/defaults/main.yml: training_venv.
@@ -47,7 +48,7 @@ def slurmd_answers(state: str) -> bool:
     return not base.endswith("*") and not base.startswith(("down", "unknown", "future"))
 
 
-def _services_script(units: List[str]) -> str:
+def _services_script(units: Sequence[str]) -> str:
     """Prints `HOST UNIT STATE` per unit where systemd runs (SLURMD_NODENAME names a compute
     node, else the short host name), nothing elsewhere."""
     return ('[ -d /run/systemd/system ] || exit 0; h=${SLURMD_NODENAME:-$(hostname -s)}; for u in '
@@ -226,8 +227,7 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
         them), on ``nodes`` with one srun (munge, slurmd). {} where the controller has no
         systemd (containers: simcluster-daemon runs the daemons there)."""
         spec = state.cluster_spec
-        ctl_units = ["munge", "slurmctld"] + (["simcluster-mariadb", "slurmdbd"] if spec.accounting else []) + \
-            (["simcluster-slurmrestd"] if spec.rest else [])
+        ctl_units = host_units(controller=True, compute=False, accounting=bool(spec.accounting), rest=bool(spec.rest))
         res = self.controller().run(["sh", "-c", _services_script(ctl_units)], timeout=30)
         found = _parse_services(res.stdout)
         if not found:
@@ -236,8 +236,8 @@ class SSHProvider(Provider, ReadOnly, ExtraLogs):
         for part, members in node_groups(spec):
             ask = [n for n in members if n in nodes]
             if ask:
-                res = srun_on_nodes(client, part, ask, ["sh", "-c", _services_script(["munge", "slurmd"])],
-                                    timeout=60)
+                node_units = host_units(controller=False, compute=True, accounting=False, rest=False)
+                res = srun_on_nodes(client, part, ask, ["sh", "-c", _services_script(node_units)], timeout=60)
                 # The controller's host may be a compute node too: its units under one name.
                 for host, units in _parse_services(res.stdout).items():
                     found.setdefault(host, {}).update(units)

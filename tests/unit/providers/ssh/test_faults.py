@@ -15,6 +15,7 @@ from provisioner.cluster.model.slurm import NodeState
 from provisioner.errors import UsageError
 from provisioner.providers.ssh import faults
 from provisioner.providers.ssh.session import HostUnreachable, SSHSession, Target
+from provisioner.providers.ssh.units import UNITS, host_units
 from tests.conftest import run_cli
 
 BOOT_ID = "087ef69a-804a-4582-ad01-15edcae09940"
@@ -59,12 +60,12 @@ def test_kill_sigkills_slurmd_and_the_job_steps_through_systemd_with_sudo():
 
 
 def test_heal_starts_only_a_hosts_own_units_that_are_enabled_and_do_not_run_in_dependency_order():
-    assert faults.host_units(controller=True, compute=True, accounting=True, rest=True) == faults.UNITS
-    assert faults.host_units(controller=True, compute=False, accounting=True, rest=False) == \
+    assert host_units(controller=True, compute=True, accounting=True, rest=True) == UNITS
+    assert host_units(controller=True, compute=False, accounting=True, rest=False) == \
         ("munge", "simcluster-mariadb", "slurmdbd", "slurmctld")
     # A compute host: never the slurmctld and slurmdbd Debian's packages enable there too.
-    assert faults.host_units(controller=False, compute=True, accounting=True, rest=True) == ("munge", "slurmd")
-    script = faults.heal_script(faults.UNITS)
+    assert host_units(controller=False, compute=True, accounting=True, rest=True) == ("munge", "slurmd")
+    script = faults.heal_script(UNITS)
     assert "for u in munge simcluster-mariadb slurmdbd slurmctld slurmd simcluster-slurmrestd; do" in script
     assert '"$(systemctl is-enabled "$u" 2>/dev/null)" = enabled ] || continue' in script
     assert 'systemctl is-active -q "$u" && continue' in script
@@ -80,7 +81,7 @@ def test_heal_script_runs_in_a_shell(tmp_path):
              'systemctl() { case "$1 $2 $3" in "is-enabled slurmd "|"is-enabled munge ") echo enabled;; '
              'is-enabled*) echo disabled; return 1;; "is-active -q munge") return 0;; is-active*) return 3;; '
              '"start slurmd ") return 0;; *) return 1;; esac; }; ')
-    script = faults.heal_script(faults.UNITS)
+    script = faults.heal_script(UNITS)
     systemd_host = script.replace("/run/systemd/system", str(tmp_path))  # a directory that exists
     out = subprocess.run(["sh", "-c", stubs + systemd_host], capture_output=True, text=True, timeout=30)
     assert (out.returncode, out.stdout) == (0, "started slurmd\n"), out
